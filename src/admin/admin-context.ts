@@ -7,7 +7,8 @@ import { createKeyRepository } from "../storage/key-repository.js";
 import { DatabaseStartError } from "../storage/postgres-start.js";
 import { createProjectRepository } from "../storage/project-repository.js";
 import type { ResealCounts } from "../storage/sealed-secret-reseal.js";
-import { createUsageRepository } from "../storage/usage-repository.js";
+import { createUsageRepository, insertUsageRowsCounted } from "../storage/usage-repository.js";
+import { importDroppedRows, type UsageImportSummary } from "../usage/usage-import.js";
 import { prunedMonthsProblem, pruneUsage } from "../usage/usage-retention.js";
 import { createProjectAdmin, type ProjectAdmin } from "./project-admin.js";
 
@@ -23,6 +24,11 @@ export interface AdminContext {
    * how many. A `before` inside the current or previous calendar month is refused (400).
    */
   pruneUsage(before: Date): Promise<{ deleted: number; before: string }>;
+  /**
+   * `sluice usage import`: inserts the usage rows of the log's lines of dropped rows' contents,
+   * skipping those stored already (usage-import.ts).
+   */
+  importUsage(lines: AsyncIterable<string>): Promise<UsageImportSummary>;
   close(): Promise<void>;
 }
 
@@ -68,6 +74,7 @@ export async function openAdminContext(
       const iso = before.toISOString();
       return { deleted: await pruneUsage(usage, iso), before: iso };
     },
+    importUsage: (lines) => importDroppedRows(lines, (rows) => insertUsageRowsCounted(database.db, rows)),
     close: () => database.close(),
   };
 }

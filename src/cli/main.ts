@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { createReadStream, readFileSync, statSync } from "node:fs";
+import { createInterface } from "node:readline";
 import { isatty } from "node:tty";
 import { type AdminContext, openAdminContext } from "../admin/admin-context.js";
 import { ownCursor } from "../admin/list-cursor.js";
@@ -19,7 +20,7 @@ import { usageReportReadOn } from "../admin/usage-report-cursor.js";
 import { resealedUnderCurrentKey } from "../auth/master-key-reseal.js";
 import { allowsTestMode, type Config, ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
-import { unreadableReason } from "../file-name-shown.js";
+import { fileNameShown, unreadableReason } from "../file-name-shown.js";
 import { startFailureMessage } from "../start-failure.js";
 import { stopOnSignalWhileStarting } from "../stop-while-starting.js";
 import { hasSqliteFile } from "../storage/database.js";
@@ -417,6 +418,30 @@ function commandOf(
       if (problem) throw new UsageError(`--before: ${problem}`);
       return (_admin, context) => context.pruneUsage(before);
     }
+    case "usage import": {
+      const file = args[0] === "-" ? undefined : args[0];
+      if (file === undefined && isatty(stdin))
+        throw new UsageError(
+          "usage import: standard input is a terminal: give the log's file, or pipe the log in (… | sluice usage import)",
+        );
+      if (file !== undefined) readableFile(file);
+      return async (_admin, context, _warnAfterward, _write, outcome) => {
+        const input =
+          file === undefined ? createReadStream("", { fd: stdin, autoClose: false }) : createReadStream(file);
+        const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
+        try {
+          const summary = await context.importUsage(lines);
+          const { read, inserted, alreadyPresent, refused } = summary;
+          outcome.exitCode = refused.length > 0 ? 1 : 0;
+          outcome.summary = `usage import: ${read} ${read === 1 ? "row" : "rows"} read: ${inserted} inserted, ${alreadyPresent} already present, ${refused.length} refused${refused.length > 0 ? " (listed on stdout, with their lines and reasons)" : ""}`;
+          return summary;
+        } finally {
+          lines.close();
+          // Standard input's descriptor is the caller's: destroying its stream would close it.
+          if (file !== undefined) input.destroy();
+        }
+      };
+    }
     case "master-key reseal":
       // The start check has already refused a store neither key opens; this moves the rest.
       return async (_admin, context, warnAfterward) => {
@@ -445,6 +470,15 @@ function readStandardInput(stdin: number): string {
     return readFileSync(stdin, "utf8").trim();
   } catch (error) {
     throw new UsageError(`--api-key-stdin: cannot read standard input (${unreadableReason(error)})`);
+  }
+}
+
+/** Refuses, as a usage error, a file that cannot be read (before the database is opened). */
+function readableFile(file: string): void {
+  try {
+    if (statSync(file).isDirectory()) throw Object.assign(new Error(), { code: "EISDIR" });
+  } catch (error) {
+    throw new UsageError(`usage import: cannot read ${fileNameShown(file)} (${unreadableReason(error)})`);
   }
 }
 

@@ -27,6 +27,9 @@ export const usage = `Usage: sluice <command>
                                           more, the answer's "next" is the --cursor that reads on
   usage prune --before DATE               delete usage rows created before DATE (ISO date or instant,
                                           UTC; never within the current or previous month)
+  usage import [FILE]                     insert again the usage rows a gateway's log says it dropped
+                                          (its lines "usage rows dropped: their contents"; FILE, or
+                                          standard input when none or -), skipping those stored already
   vault prune --before DATE               delete the local vault's images of the days before DATE
                                           (YYYY-MM-DD, UTC; never one whose URLs may still be valid)
   master-key reseal                       re-seal every stored secret under SLUICE_MASTER_KEY
@@ -124,9 +127,11 @@ const commands: Record<string, CommandSpec> = {
   "test-keys list": { flags: [], arguments: ["PROJECT"] },
   "test-keys revoke": { flags: [], arguments: ["PROJECT", "TEST_KEY_ID"] },
   usage: { flags: ["from", "to", "group-by", "limit", "cursor"], arguments: ["PROJECT"] },
-  // `usage prune` is a command of its own beside `usage PROJECT`: a project named `prune` is
-  // reported by `usage prune` only with one of the report's flags (`--from`, `--to`, `--group-by`).
+  // `usage prune` and `usage import` are commands of their own beside `usage PROJECT`: a project
+  // named `prune` or `import` is reported on only with one of the report's flags (`--from`, …).
   "usage prune": { flags: ["before"], arguments: [] },
+  // The log to read; standard input without it (or with `-`).
+  "usage import": { flags: [], arguments: ["[FILE]"] },
   "vault prune": { flags: ["before"], arguments: [] },
   "master-key reseal": { flags: [], arguments: [] },
 };

@@ -134,6 +134,24 @@ export const usageColumns = [
 const columns = usageColumns;
 
 /**
+ * Inserts `rows` (all holding the same columns; the others take their defaults) in one statement,
+ * skipping each whose request id is stored already (or comes earlier in `rows`), and answers how
+ * many it inserted: `sluice usage import`'s writes, which count what they add.
+ */
+export async function insertUsageRowsCounted(
+  db: Kysely<Database>,
+  rows: readonly Partial<UsageRecord>[],
+): Promise<number> {
+  if (rows.length === 0) return 0;
+  const result = await db
+    .insertInto("usage_records")
+    .values(rows as UsageRecord[])
+    .onConflict((conflict) => conflict.column("request_id").doNothing())
+    .executeTakeFirst();
+  return Number(result.numInsertedOrUpdatedRows ?? 0);
+}
+
+/**
  * Usage rows through the shared Kysely queries. On the embedded SQLite engine, batches are
  * written with two cached prepared statements inside a transaction instead: compiling and
  * preparing a fresh 500-row INSERT per batch cost more CPU than the whole rest of a proxied

@@ -189,7 +189,7 @@ describe("usage recorder reports, the contents of the rows dropped", () => {
   afterEach(() => vi.useRealTimers());
 
   const contents = "usage rows dropped: their contents";
-  /** The rows of the contents lines, as objects again: what `sluice usage import` would read. */
+  /** The rows of the contents lines, as objects again, as `sluice usage import` reads them (src/cli/usage-import.test.ts). */
   const rowsOf = (lines: Record<string, unknown>[]) =>
     lines
       .filter(({ msg }) => msg === contents)

@@ -5,6 +5,7 @@ import {
   type SuppressionWindowsRegistry,
 } from "../observability/suppression-windows.js";
 import { type UsageRecord, usageColumns } from "../storage/usage-repository.js";
+import { droppedRowsContents } from "./usage-import.js";
 import { type RefusalReason, refusalKey, refusalReason, type UsageRecorderDeps } from "./usage-recorder.js";
 
 /** Distinct reasons for failed usage writes logged per outage; the attempts are all counted. */
@@ -132,7 +133,7 @@ const contentsBudgetMs = 250;
 
 /**
  * The contents of dropped usage rows, in the log: a row the table will not hold can be read there,
- * and inserted again (`sluice usage import`). Each line holds at most `rowsPerLine` rows of one
+ * and inserted again by `sluice usage import` (usage-import.ts, which reads them). Each line holds at most `rowsPerLine` rows of one
  * reason, as arrays of values in the order of `columns` (written in the line: half the bytes of
  * objects, and the redaction walks no column names). Rows dropped one by one (a full queue, the
  * database's refusals) are held until a line is full, the window ends, the shutdown or the
@@ -161,7 +162,7 @@ function droppedRowsLog(logger: Logger, options: { windowMs: number; now: () => 
           columns: usageColumns,
           rows: line.map((row) => usageColumns.map((column) => row[column] ?? null)),
         },
-        "usage rows dropped: their contents",
+        droppedRowsContents,
       );
     }
   }
