@@ -268,6 +268,19 @@ describe("usage recorder reports, the contents of the rows dropped", () => {
     expect(rowsOf(lines)).toEqual(refused);
   });
 
+  it("logs each value as the row holds it, whatever the value before it: the log's redaction of a value after a credential header's name takes none", () => {
+    const { lines, logger } = logged();
+    const reports = usageRecorderReports(createMetrics(), logger);
+    // Project ids and models a project may well have: a credential header's name, in a flat list
+    // of values, made the log redact the string after it as a header's value (the key id after a project id).
+    const dropped = ["cookie", "authorization", "x-api-key", "x-ai-key", "token"].flatMap((name, index) => [
+      usageRow(`req_project_${index}`, { project_id: name, key_id: `key${index}abcdefghij` }),
+      usageRow(`req_model_${index}`, { model: name, error_code: "PROVIDER_ERROR", status: 502 }),
+    ]);
+    reports.onDropped?.(dropped.length, "shutdown", dropped);
+    expect(rowsOf(lines)).toEqual(dropped);
+  });
+
   it("stops writing rows' contents when its time is up, and says how many it left out", () => {
     const { lines, logger } = logged();
     let clock = 0;

@@ -4,7 +4,7 @@ import {
   createSuppressionWindows,
   type SuppressionWindowsRegistry,
 } from "../observability/suppression-windows.js";
-import { type UsageRecord, usageColumns } from "../storage/usage-repository.js";
+import type { UsageRecord, usageColumns } from "../storage/usage-repository.js";
 import { droppedRowsContents } from "./usage-import.js";
 import { type RefusalReason, refusalKey, refusalReason, type UsageRecorderDeps } from "./usage-recorder.js";
 
@@ -121,6 +121,43 @@ export function usageRecorderReports(
   };
 }
 
+/**
+ * The table's columns in the order a contents line writes them (the line names it, and the import
+ * maps each line by its own): each text column is followed by a number's, never by another text.
+ * The log's redaction takes a string after a credential header's name in a list for that header's
+ * value (`rawHeaders`): in the table's order, a project id such as `cookie` or `authorization` had
+ * the key id after it written `[redacted]`, and imported so.
+ */
+const loggedColumns = [
+  "request_id",
+  "status",
+  "project_id",
+  "input_tokens",
+  "key_id",
+  "output_tokens",
+  "endpoint",
+  "cached_tokens",
+  "provider",
+  "reasoning_tokens",
+  "model",
+  "cost_usd",
+  "error_code",
+  "latency_ms",
+  "outcome",
+  "ttfb_ms",
+  "auth_method",
+  "streamed",
+  "client_ip",
+  "requests",
+  "created_at",
+  "provider_answered",
+] as const satisfies ReadonlyArray<(typeof usageColumns)[number]>;
+/** Every column of the table is written (a type error here names one left out). */
+const everyColumnLogged: Exclude<(typeof usageColumns)[number], (typeof loggedColumns)[number]> extends never
+  ? true
+  : never = true;
+void everyColumnLogged;
+
 /** Rows of one line of dropped rows' contents: ~200 bytes each, a line well under the 16 KB a log copier reads at once. */
 const rowsPerLine = 25;
 
@@ -134,7 +171,7 @@ const contentsBudgetMs = 250;
 /**
  * The contents of dropped usage rows, in the log: a row the table will not hold can be read there,
  * and inserted again by `sluice usage import` (usage-import.ts, which reads them). Each line holds at most `rowsPerLine` rows of one
- * reason, as arrays of values in the order of `columns` (written in the line: half the bytes of
+ * reason, as arrays of values in the order of `loggedColumns` (written in the line: half the bytes of
  * objects, and the redaction walks no column names). Rows dropped one by one (a full queue, the
  * database's refusals) are held until a line is full, the window ends, the shutdown or the
  * gateway's close (`flush`): a line per row would be a line per call for the length of an outage.
@@ -159,8 +196,8 @@ function droppedRowsLog(logger: Logger, options: { windowMs: number; now: () => 
         {
           reason,
           count: line.length,
-          columns: usageColumns,
-          rows: line.map((row) => usageColumns.map((column) => row[column] ?? null)),
+          columns: loggedColumns,
+          rows: line.map((row) => loggedColumns.map((column) => row[column] ?? null)),
         },
         droppedRowsContents,
       );
