@@ -2,6 +2,7 @@ import { type IncomingMessage, type ServerResponse, STATUS_CODES } from "node:ht
 import type { Duplex } from "node:stream";
 import { renderError } from "../errors.js";
 import { cutAnswer } from "./cut-answer.js";
+import { originForm } from "./origin-form.js";
 
 export function sendJson(
   response: ServerResponse,
@@ -110,12 +111,23 @@ export function setHeaders(response: ServerResponse, headers: Record<string, str
   for (const name in headers) response.setHeader(name, headers[name] as string);
 }
 
-/** Renders any thrown value as the error envelope; a response already under way is cut instead. */
+/**
+ * Renders any thrown value as the error envelope; a response already under way is cut instead.
+ * Every error answer of Sluice's own goes through here, on any route, whether the router found one
+ * or not: on provider B's paths the id is also sent as `request-id`, the one header the Anthropic
+ * SDK reads it from (its errors' `requestID`), so an app can quote Sluice's id from the SDK's error.
+ * Provider B's own answers, passed through, keep the provider's (docs/proxy.md, "Headers").
+ */
 export function sendError(response: ServerResponse, error: unknown, requestId: string): number {
   const { status, body, headers } = renderError(error, requestId);
-  sendJson(response, status, body, { ...headers, "x-request-id": requestId });
+  const sent: Record<string, string> = { ...headers, "x-request-id": requestId };
+  if (originForm(response.req.url ?? "/").startsWith(providerBPaths)) sent["request-id"] = requestId;
+  sendJson(response, status, body, sent);
   return status;
 }
+
+/** Provider B's proxy paths (`/v1/provider-b/{projectId}/…`). */
+const providerBPaths = "/v1/provider-b/";
 
 /**
  * The error envelope written straight to a connection, for what Node hands over without a

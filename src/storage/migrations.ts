@@ -366,7 +366,10 @@ function announced(
 async function currentSchema(db: Kysely<unknown>): Promise<string> {
   const { rows } = await sql<{ schema: string | null }>`select current_schema() as schema`.execute(db);
   const schema = rows[0]?.schema;
-  if (!schema) throw new Error("PostgreSQL has no current schema: the search_path names no existing schema");
+  if (!schema)
+    throw new Error(
+      "PostgreSQL has no current schema: the search_path names no existing schema the role has USAGE on",
+    );
   return schema;
 }
 

@@ -89,6 +89,36 @@ describe.skipIf(!postgresAvailable)(
           "(ALTER ROLE … SET search_path = …)\n",
       );
     });
+
+    it("fails naming the schemas its role lacks USAGE on, when they exist", async () => {
+      // current_schema() is null as well when the role may not use any schema of its search_path.
+      const suffix = randomBytes(6).toString("hex");
+      const role = `sluice_no_usage_${suffix}`;
+      const schema = `sluice_test_${suffix}`;
+      const missing = `sluice_no_such_schema_${suffix}`;
+      const admin = new pg.Client({ connectionString: postgresBaseUrl });
+      await admin.connect();
+      try {
+        await admin.query(`create role ${role} login`);
+        await admin.query(`create schema ${schema}`);
+        const url = new URL(postgresBaseUrl);
+        url.username = role;
+        url.searchParams.set("options", `-c search_path="$user",${missing},${schema}`);
+        const { error } = await failedOpen(url.href, 5000);
+        expect(error).toBeInstanceOf(DatabaseStartError);
+        expect(startFailureMessage(error)).toBe(
+          `sluice failed to start: DATABASE_URL (postgres://${role}@127.0.0.1:5432/test): its search_path ` +
+            `("$user",${missing},${schema}) names no schema its role (${role}) may use, and Sluice makes its tables in ` +
+            `the first one it may: the role lacks the USAGE privilege on ${schema}: grant it (GRANT USAGE, CREATE ON ` +
+            `SCHEMA ${schema} TO ${role}), or name another schema, in DATABASE_URL's options (-c search_path=…) or on its ` +
+            "role (ALTER ROLE … SET search_path = …)\n",
+        );
+      } finally {
+        await admin.query(`drop schema if exists ${schema}`);
+        await admin.query(`drop role if exists ${role}`);
+        await admin.end();
+      }
+    });
   },
 );
 

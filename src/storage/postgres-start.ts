@@ -125,18 +125,51 @@ export async function migrateWithinStartTimeout(
 }
 
 /**
- * Sluice makes its tables in the connection's current schema, the first existing one of its
- * search_path: with none (a schema named in DATABASE_URL's options or on the role, never created),
- * the start fails naming DATABASE_URL, the search_path and where it is set, not inside the migrations.
+ * Sluice makes its tables in the connection's current schema, the first one of its search_path that
+ * exists and its role has USAGE on: with none (a schema named in DATABASE_URL's options or on the
+ * role, never created, or one the role was never granted), the start fails naming DATABASE_URL, the
+ * search_path and where it is set, not inside the migrations. The schemas that exist but the role
+ * may not use are named, with the grant that mends it.
  */
 async function requireCurrentSchema(db: Kysely<unknown>, databaseUrl: string): Promise<void> {
-  const { rows } = await sql<{ schema: string | null; searchPath: string }>`select current_schema() as schema,
-    current_setting('search_path') as "searchPath"`.execute(db);
+  const { rows } = await sql<{
+    schema: string | null;
+    searchPath: string;
+    role: string;
+    roleName: string;
+  }>`select
+    current_schema() as schema, current_setting('search_path') as "searchPath", current_user as role,
+    quote_ident(current_user) as "roleName"`.execute(db);
   const row = rows[0];
   if (!row || row.schema) return;
+  const named = searchPathSchemas(row.searchPath, row.role);
+  const { rows: unusable } = await sql<{ name: string }>`select quote_ident(nspname) as name
+    from pg_namespace where nspname = any(${named}::text[]) and not has_schema_privilege(oid, 'USAGE')
+    order by array_position(${named}::text[], nspname::text)`.execute(db);
+  const shown = `DATABASE_URL (${serviceUrlShown(databaseUrl)}): its search_path (${row.searchPath})`;
+  const where = `in DATABASE_URL's options (-c search_path=…) or on its role (ALTER ROLE … SET search_path = …)`;
+  if (unusable.length === 0)
+    throw new DatabaseStartError(
+      `${shown} names no schema that exists, and Sluice makes its tables in the first one that does: create the schema (CREATE SCHEMA …), or name an existing one, ${where}`,
+    );
+  const names = unusable.map((schema) => schema.name).join(", ");
   throw new DatabaseStartError(
-    `DATABASE_URL (${serviceUrlShown(databaseUrl)}): its search_path (${row.searchPath}) names no schema that exists, and Sluice makes its tables in the first one that does: create the schema (CREATE SCHEMA …), or name an existing one, in DATABASE_URL's options (-c search_path=…) or on its role (ALTER ROLE … SET search_path = …)`,
+    `${shown} names no schema its role (${row.role}) may use, and Sluice makes its tables in the first one it may: the role lacks the USAGE privilege on ${names}: grant it (GRANT USAGE, CREATE ON SCHEMA ${unusable[0]?.name} TO ${row.roleName}), or name another schema, ${where}`,
   );
+}
+
+/**
+ * The schema names a search_path lists, as PostgreSQL reads them: comma-separated, a double-quoted
+ * name kept as written (`""` a quote), any other lower-cased, and `$user` the session's role.
+ */
+function searchPathSchemas(searchPath: string, role: string): string[] {
+  const names: string[] = [];
+  for (const match of searchPath.matchAll(/\s*(?:"((?:[^"]|"")*)"|([^,\s]+))\s*(?:,|$)/g)) {
+    const quoted = match[1];
+    if (quoted !== undefined) names.push(quoted === "$user" ? role : quoted.replace(/""/g, '"'));
+    else if (match[2] !== undefined) names.push(match[2] === "$user" ? role : match[2].toLowerCase());
+  }
+  return names;
 }
 
 /**
