@@ -5,6 +5,7 @@ import {
   type Socket,
   type Server as TcpServer,
 } from "node:net";
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { beforeTimer, timerFiredFirst } from "../../test/support/before-timer.js";
 import { GatewayError } from "../errors.js";
@@ -379,6 +380,22 @@ describe("SSRF-safe PDF fetch", () => {
       if (request.url === "/to-bad-port")
         return void response.writeHead(302, { location: "http://127.0.0.3:6667/doc.pdf" }).end();
       if (request.url === "/to-self") return void response.writeHead(302, { location: "/doc.pdf" }).end();
+      // `/to?<location>`: a redirect to the location given (percent-encoded).
+      if (request.url?.startsWith("/to?"))
+        return void response.writeHead(302, { location: decodeURIComponent(request.url.slice(4)) }).end();
+      if (request.url === "/gzip-bomb") {
+        // A PDF of 1 MiB (512 times the cap), gzip-encoded into about 1 KiB (under it).
+        const body = gzipSync(Buffer.concat([pdf, Buffer.alloc(1 << 20)]));
+        response.writeHead(200, { "content-type": "application/pdf", "content-encoding": "gzip" });
+        return void response.end(body);
+      }
+      if (request.url === "/to-self-endless") {
+        // A redirect whose body never ends: 64 KiB a millisecond until the connection closes.
+        response.writeHead(302, { location: "/doc.pdf" });
+        const timer = setInterval(() => response.write(Buffer.alloc(65536)), 1);
+        response.on("close", () => clearInterval(timer));
+        return;
+      }
       if (request.url === "/loop") return void response.writeHead(302, { location: "/loop" }).end();
       // `/hops/N`: N redirects, each to the next, before the PDF.
       const hops = /^\/hops\/(\d+)$/.exec(request.url ?? "");
@@ -729,6 +746,44 @@ describe("SSRF-safe PDF fetch", () => {
       "BAD_REQUEST: the PDF URL redirected more than 3 times",
     );
     expect(allowedRequests).toEqual(["/hops/4", "/hops/3", "/hops/2", "/hops/1"]);
+  });
+
+  it.each([
+    "data:application/pdf;base64,JVBERi0xLjQK",
+    "file:///etc/passwd",
+    "javascript:alert(1)",
+    "ftp://127.0.0.3/doc.pdf",
+  ])("refuses a redirect to %s without following it", async (location) => {
+    allowedRequests.length = 0;
+    const to = `/to?${encodeURIComponent(location)}`;
+    const error = await fetcher()(new URL(`http://127.0.0.3:${allowedPort}${to}`)).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(error instanceof GatewayError ? `${error.code}: ${error.message}` : error).toBe(
+      "BAD_REQUEST: the PDF URL must use http or https",
+    );
+    expect(allowedRequests).toEqual([to]);
+  });
+
+  it("reads a compressed body as it came: a gzip bomb is not inflated, and is no PDF", async () => {
+    const error = await fetcher()(new URL(`http://127.0.0.3:${allowedPort}/gzip-bomb`)).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(error instanceof GatewayError ? `${error.code}: ${error.message}` : error).toBe(
+      "BAD_REQUEST: the URL did not return a PDF (it does not start with %PDF-)",
+    );
+  });
+
+  it("follows a redirect whose body never ends without reading it to the deadline", async () => {
+    const started = Date.now();
+    const bytes = await fetcher(
+      undefined,
+      patientMs,
+    )(new URL(`http://127.0.0.3:${allowedPort}/to-self-endless`));
+    expect(Buffer.from(bytes).equals(pdf)).toBe(true);
+    expect(Date.now() - started).toBeLessThan(5000);
   });
 
   it("refuses http in production, redirect loops, non-PDF content, errors, slowness and size", async () => {
