@@ -251,7 +251,10 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
           dispatcher: agent,
           method: "GET",
           signal: deadline,
-          headers: { accept: "application/pdf" },
+          // undici's request inflates nothing, and the size cap counts the bytes as they come: a
+          // body compressed by a server that may (no Accept-Encoding: any, RFC 9110 §12.5.3) would be
+          // refused as no PDF.
+          headers: { accept: "application/pdf", "accept-encoding": "identity" },
         });
         if (response.statusCode >= 300 && response.statusCode < 400 && response.headers.location) {
           await response.body.dump();

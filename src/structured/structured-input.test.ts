@@ -389,6 +389,13 @@ describe("SSRF-safe PDF fetch", () => {
         response.writeHead(200, { "content-type": "application/pdf", "content-encoding": "gzip" });
         return void response.end(body);
       }
+      if (request.url === "/compressed-unless-identity") {
+        // A server that compresses unless told not to (RFC 9110 §12.5.3: no Accept-Encoding, any).
+        if (request.headers["accept-encoding"] === "identity")
+          return void response.writeHead(200, { "content-type": "application/pdf" }).end(pdf);
+        response.writeHead(200, { "content-type": "application/pdf", "content-encoding": "gzip" });
+        return void response.end(gzipSync(pdf));
+      }
       if (request.url === "/to-self-endless") {
         // A redirect whose body never ends: 64 KiB a millisecond until the connection closes.
         response.writeHead(302, { location: "/doc.pdf" });
@@ -774,6 +781,11 @@ describe("SSRF-safe PDF fetch", () => {
     expect(error instanceof GatewayError ? `${error.code}: ${error.message}` : error).toBe(
       "BAD_REQUEST: the URL did not return a PDF (it does not start with %PDF-)",
     );
+  });
+
+  it("asks for the PDF uncompressed (Accept-Encoding: identity), so a server that compresses by default sends it as it is", async () => {
+    const bytes = await fetcher()(new URL(`http://127.0.0.3:${allowedPort}/compressed-unless-identity`));
+    expect(Buffer.from(bytes).equals(pdf)).toBe(true);
   });
 
   it("follows a redirect whose body never ends without reading it to the deadline", async () => {
