@@ -20,7 +20,7 @@ import type { ReloadWait } from "../storage/database-unavailable.js";
 import type { Project } from "../storage/project-repository.js";
 import { countsAsUnpriced, type UsageRecord } from "../storage/usage-repository.js";
 import { isoTimestamp } from "../usage/iso-timestamp.js";
-import type { HeldWithLimits, SpendGuard } from "../usage/spend-guard.js";
+import type { HeldWithLimits, KnownPriceVerdict, SpendGuard } from "../usage/spend-guard.js";
 import { storedModelName } from "../usage/stored-model-name.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
@@ -115,6 +115,14 @@ export interface AdmittedCall {
   rateLimitHeaders: Record<string, string>;
   /** Writes the usage row for this call (once). */
   finish(report: CallReport): void;
+  /**
+   * The call's price, known before it runs (an image call's images at the pricing table's price),
+   * before anything goes to the provider: under a spend cap the call counts in flight at it
+   * (`SpendGuard`'s `HeldPlace.price`), or is refused, thrown: 403 `FORBIDDEN` when the month's
+   * spend and the price pass the cap, the calls in flight's 429 when only the calls in flight with
+   * them do. Only under a cap (a capped call holds a place): absent, nothing counts the price.
+   */
+  priceKnown?: (costUsd: number) => void;
   /** Writes the usage row for a call that failed with `error` after admission. */
   fail(
     error: unknown,
@@ -436,7 +444,9 @@ export function createAdmission(deps: AdmissionDeps) {
         ...part,
         decide(reply) {
           const held = part.decide(reply);
-          row.decided = held ? { decisions: held.decisions, release: held.release } : { full: capUsd };
+          row.decided = held
+            ? { decisions: held.decisions, release: held.release, price: held.price }
+            : { full: capUsd };
           return held;
         },
       };
@@ -600,7 +610,7 @@ export function createAdmission(deps: AdmissionDeps) {
         if ("full" in decided) throw callsInFlightFull(decided.full);
         row.release = decided.release;
         try {
-          return admitted(decided.decisions);
+          return pricedUnderCap(admitted(decided.decisions), decided.price, capUsd);
         } catch (error) {
           decided.release?.();
           throw error;
@@ -625,7 +635,11 @@ export function createAdmission(deps: AdmissionDeps) {
         row.release = held.release;
         try {
           const limits = held.decisions ?? deps.limiter.consumeAll(requests);
-          return admitted(limits instanceof Promise ? await limits : limits);
+          return pricedUnderCap(
+            admitted(limits instanceof Promise ? await limits : limits),
+            held.price,
+            capUsd,
+          );
         } catch (error) {
           held.release();
           throw error;
@@ -666,7 +680,10 @@ interface CallRow {
    * the limits' decisions, and the place under the cap they hold (given back with the row), or a
    * capped project's calls in flight full (its cap), no limit asked.
    */
-  decided: { decisions: RateLimitDecision[]; release?: () => void } | { full: number } | undefined;
+  decided:
+    | { decisions: RateLimitDecision[]; release?: () => void; price?: HeldWithLimits["price"] }
+    | { full: number }
+    | undefined;
 }
 
 /**
@@ -806,12 +823,40 @@ async function holdUnderCap(
   throw callsInFlightFull(capUsd);
 }
 
-/** The 429 of a call the project's calls in flight leave no room for under its cap. */
 /** Gives back the place among the calls in flight the device token's ledger script took, if it did. */
 function giveBackPlace(decided: CallRow["decided"]): void {
   if (decided && "release" in decided) decided.release?.();
 }
 
+/**
+ * A capped call admitted, its `priceKnown` given by the place it holds (`HeldWithLimits.price`):
+ * added only here, so an uncapped call (the usual proxied one) allocates nothing more.
+ */
+function pricedUnderCap(
+  call: AdmittedCall,
+  price: HeldWithLimits["price"],
+  capUsd: number | null,
+): AdmittedCall {
+  if (price && capUsd !== null)
+    call.priceKnown = (costUsd) => refuseOverPrice(price(costUsd), capUsd, costUsd);
+  return call;
+}
+
+/**
+ * Throws the refusal of a call whose price, known before it runs, `HeldPlace.price` did not count:
+ * the cap's 403 when the month's spend and the price alone pass it (no retry fits it this month),
+ * else the calls in flight's 429 (it may fit once they end).
+ */
+function refuseOverPrice(verdict: KnownPriceVerdict, capUsd: number, costUsd: number): void {
+  if (verdict === "counted") return;
+  if (verdict === "in-flight") throw callsInFlightFull(capUsd);
+  throw new GatewayError(
+    "FORBIDDEN",
+    `This call's price, ${costUsd} USD, would take this project past its monthly spend cap of ${capUsd} USD; a cheaper call may fit, or the cap resets on the 1st (UTC) or when an admin raises it`,
+  );
+}
+
+/** The 429 of a call the project's calls in flight leave no room for under its cap. */
 function callsInFlightFull(capUsd: number): GatewayError {
   return new GatewayError(
     "TOO_MANY_REQUESTS",

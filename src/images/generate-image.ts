@@ -81,10 +81,18 @@ export function imageModelFor(
  *
  * `reservation` counts the images the call will hold (decision 0054): reserved once the request is
  * fitted (a 422 comes first) and before any provider call, settled at their real size once they come.
+ * Before it, a call whose price the table gives before it runs (its model, quality and size priced
+ * per image) tells it to `call.priceKnown`, which refuses it (throws) when it would pass the
+ * project's spend cap: nothing reserved, nothing sent.
  */
 export async function generateImages(
   deps: ImageGenerationDeps,
-  call: { project: Project; provider: ProviderId; providerKey: string },
+  call: {
+    project: Project;
+    provider: ProviderId;
+    providerKey: string;
+    priceKnown?: (costUsd: number) => void;
+  },
   request: ImageRequest,
   onBilled: (costUsd: number | null, usage: TokenUsage | null) => void = () => {},
   /** Aborts the provider calls early: the client went away. */
@@ -117,6 +125,11 @@ export async function generateImages(
       n: images,
     }).costUsd;
   const tokenPriced = findModel(call.provider, modelId)?.pricing != null;
+  // The price of the images asked for, as the table gives it before the call (what the answer names
+  // may price them otherwise: gpt-image's `auto` quality has no price until then). A model priced by
+  // the token, or not in the table, has none: it counts as decision 0057 says.
+  const knownPrice = tokenPriced ? null : costOf(fitted.n);
+  if (knownPrice !== null) call.priceKnown?.(knownPrice);
   // Each call's images by what its answer names (provider A), else by the request: the same rule
   // whether every call answered or some failed after others were billed.
   const billedCost = (calls: BilledCall[]) =>

@@ -14,6 +14,27 @@ import { defaultUnpricedCallUsd, unpricedCallEstimate } from "./unpriced-call.js
 export interface HeldWithLimits {
   release: () => void;
   decisions?: RateLimitDecision[];
+  /** Counts the call at its price, known before it runs (`HeldPlace.price`); none when it holds no place. */
+  price?: HeldPlace["price"];
+}
+
+/**
+ * What `HeldPlace.price` decided: the call counted at its price (`counted`), or not, its place kept
+ * at the largest call's figure, as the caller refuses it: `over-cap` when the month's spend and its
+ * price alone pass the cap, `in-flight` when only the calls in flight with them do.
+ */
+export type KnownPriceVerdict = "counted" | "over-cap" | "in-flight";
+
+/** A place among a project's calls in flight on this instance (`placeUnderCap`). */
+interface HeldPlace {
+  /** Gives the place back (once; and its place in Redis, if it holds one). */
+  release: () => void;
+  /**
+   * The call's price, known before it runs (an image call's n images at the pricing table's price):
+   * the call counts in flight on this instance at the larger of it and the largest call's figure
+   * (`inFlightCallUsd`), if the month's spend, the other calls in flight and it stay within the cap.
+   */
+  price: (costUsd: number) => KnownPriceVerdict;
 }
 
 /**
@@ -86,6 +107,12 @@ interface MonthSpend {
    * hold a place in Redis too: what this instance decides on while Redis cannot.
    */
   inFlight: number;
+  /**
+   * What the calls of `inFlight` whose price was known before they ran (`HeldPlace.price`) cost
+   * above the figure each counts at (`inFlightCallUsd`, when it was priced), summed: they count at
+   * their price, the others at the figure.
+   */
+  inFlightAbove: number;
   /**
    * The largest cost of one call this instance recorded for the project this month (`add`): its rows
    * may not be written, nor read back in `largestRead`, yet.
@@ -241,6 +268,7 @@ function spendGuard(deps: SpendGuardDeps) {
         latestUnread: Number.NEGATIVE_INFINITY,
         forgottenBefore: Number.NEGATIVE_INFINITY,
         inFlight: 0,
+        inFlightAbove: 0,
         largestCall: 0,
         largestCallAt: Number.NEGATIVE_INFINITY,
         mayGo: false,
@@ -347,27 +375,82 @@ function spendGuard(deps: SpendGuardDeps) {
   }
 
   /**
+   * The month's spend as the cap counts it, from what the figure holds now: the known costs, and
+   * each call of unknown cost at `unpricedCallEstimate`.
+   */
+  function spentOf(entry: MonthSpend): number {
+    const unpriced = entry.unpricedRead + entry.unpricedUnread;
+    const known = entry.base + entry.unread;
+    if (unpriced <= 0) return known;
+    return known + unpriced * unpricedCallEstimate(largestKnown(entry), unpricedCallUsd);
+  }
+
+  /**
    * A project's room under its cap (`roomUnderCap`), and how this instance holds a place in it:
    * `holdHere` counts the call among its calls in flight (with `shared`, the release of its place
-   * in Redis too), `roomHere` says whether its own count leaves room.
+   * in Redis too), `roomHere` says whether its own count leaves room. The calls in flight here of a
+   * price known before they ran count at it (`inFlightAbove`, what it is above the figure, counted
+   * as spent); the Redis script counts places, each at the figure, so another instance counts them
+   * at the figure alone.
    */
   function placeUnderCap(projectId: string, capUsd: number, spentUsd: number) {
     const entry = monthOf(projectId, deps.now());
-    const room = roomUnderCap(capUsd, spentUsd, inFlightCallUsd(entry));
-    const holdHere = (shared?: () => void): (() => void) => {
+    const room = roomUnderCap(capUsd, spentUsd + entry.inFlightAbove, inFlightCallUsd(entry));
+    const holdHere = (shared?: () => void): HeldPlace => {
       entry.inFlight++;
       relist(entry);
       let held = true;
-      return () => {
-        if (!held) return;
-        held = false;
-        entry.inFlight--;
-        relist(entry);
-        shared?.();
+      let above = 0;
+      return {
+        release() {
+          if (!held) return;
+          held = false;
+          entry.inFlight--;
+          // Its floats summed and taken off again in another order may leave a trace: none is left
+          // once no call is in flight.
+          entry.inFlightAbove = entry.inFlight === 0 ? 0 : entry.inFlightAbove - above;
+          relist(entry);
+          shared?.();
+        },
+        price(costUsd) {
+          if (!held || above > 0 || !(costUsd > 0)) return "counted";
+          // Compared in billionths of a dollar, as the cap is; the month's spend as now held (costs
+          // recorded since the call was admitted count), never below what admission read.
+          const cap = Math.round(capUsd * 1e9);
+          const spent = Math.max(spentUsd, spentOf(entry));
+          if (Math.round((spent + costUsd) * 1e9) > cap) return "over-cap";
+          // The others in flight here, each at the figure plus what its price is above it, and this
+          // one at its price: the month may end at the cap, not past it.
+          const unit = inFlightCallUsd(entry);
+          const others = (entry.inFlight - 1) * unit + entry.inFlightAbove;
+          if (Math.round((spent + others + costUsd) * 1e9) > cap) return "in-flight";
+          above = Math.max(0, costUsd - unit);
+          entry.inFlightAbove += above;
+          return "counted";
+        },
       };
     };
     const roomHere = () => room < 0 || entry.inFlight < room;
     return { room, holdHere, roomHere };
+  }
+
+  /** `hold`, the place's `price` kept: what `holdWithLimits` answers without the limits in Redis. */
+  function holdPlace(
+    projectId: string,
+    capUsd: number,
+    spentUsd: number,
+  ): HeldPlace | undefined | Promise<HeldPlace | undefined> {
+    const { room, holdHere, roomHere } = placeUnderCap(projectId, capUsd, spentUsd);
+    // No room at all (the month at its cap): the script would answer "full" and the fallback
+    // refuse as well, so Redis is not asked. Admission never asks (its 403 comes first).
+    if (!deps.shared || room === 0) return roomHere() ? holdHere() : undefined;
+    return deps.shared.take(projectId, room).then((taken) => {
+      if (taken === "full") return undefined;
+      if (taken) return holdHere(taken);
+      // Redis did not decide: this instance's calls alone, as without Redis (counted now: others
+      // may have been admitted here while the script was on its way).
+      return roomHere() ? holdHere() : undefined;
+    });
   }
 
   const guard = {
@@ -405,10 +488,7 @@ function spendGuard(deps: SpendGuardDeps) {
           await entry.loading;
         }
       }
-      const unpriced = entry.unpricedRead + entry.unpricedUnread;
-      const known = entry.base + entry.unread;
-      if (unpriced <= 0) return known;
-      return known + unpriced * unpricedCallEstimate(largestKnown(entry), unpricedCallUsd);
+      return spentOf(entry);
     },
     /**
      * Adds the cost of a usage row just recorded on this instance (and not yet written), to the
@@ -455,7 +535,8 @@ function spendGuard(deps: SpendGuardDeps) {
      * ends: without this, any number of calls sent at once just under the cap were all admitted.
      * The largest cost is the larger of the largest row the month's read found (so an instance just
      * started, or another instance's calls, count too) and the largest recorded here since (`add`);
-     * before either knows a cost this month, each counts at `unpricedCallUsd`. Compared in billionths of
+     * before either knows a cost this month, each counts at `unpricedCallUsd`; a call priced before it
+     * ran (`HeldPlace.price`) counts at its price when larger. Compared in billionths of
      * a dollar, as the cap is. The calls in flight are this instance's, decided at once; with
      * `shared`, those of every instance sharing Redis, decided there in one script (a promise), and
      * this instance's again while Redis fails or rests.
@@ -465,17 +546,8 @@ function spendGuard(deps: SpendGuardDeps) {
       capUsd: number,
       spentUsd: number,
     ): (() => void) | undefined | Promise<(() => void) | undefined> {
-      const { room, holdHere, roomHere } = placeUnderCap(projectId, capUsd, spentUsd);
-      // No room at all (the month at its cap): the script would answer "full" and the fallback
-      // refuse as well, so Redis is not asked. Admission never asks (its 403 comes first).
-      if (!deps.shared || room === 0) return roomHere() ? holdHere() : undefined;
-      return deps.shared.take(projectId, room).then((taken) => {
-        if (taken === "full") return undefined;
-        if (taken) return holdHere(taken);
-        // Redis did not decide: this instance's calls alone, as without Redis (counted now: others
-        // may have been admitted here while the script was on its way).
-        return roomHere() ? holdHere() : undefined;
-      });
+      const held = holdPlace(projectId, capUsd, spentUsd);
+      return held instanceof Promise ? held.then((place) => place?.release) : held?.release;
     },
     /**
      * `hold`, with the request's rate limits (`RateLimiter.inScript`) decided in the same script as
@@ -493,19 +565,15 @@ function spendGuard(deps: SpendGuardDeps) {
       limits: LimitsInScript | undefined,
     ): HeldWithLimits | undefined | Promise<HeldWithLimits | undefined> {
       const shared = deps.shared;
-      if (!shared?.takeWithLimits || !limits) {
-        const held = guard.hold(projectId, capUsd, spentUsd);
-        const wrap = (release: (() => void) | undefined) => (release ? { release } : undefined);
-        return held instanceof Promise ? held.then(wrap) : wrap(held);
-      }
+      if (!shared?.takeWithLimits || !limits) return holdPlace(projectId, capUsd, spentUsd);
       const { room, holdHere, roomHere } = placeUnderCap(projectId, capUsd, spentUsd);
       // No room at all: refused without asking Redis, as `hold` does.
       if (room === 0) return undefined;
       return shared.takeWithLimits(projectId, room, limits).then((taken) => {
         if (taken === "full") return undefined;
-        if (taken === undefined) return roomHere() ? { release: holdHere() } : undefined;
+        if (taken === undefined) return roomHere() ? holdHere() : undefined;
         const { place, decisions } = taken;
-        return { release: place ? holdHere(place) : () => {}, decisions };
+        return place ? { ...holdHere(place), decisions } : { release: () => {}, decisions };
       });
     },
     /**
@@ -520,7 +588,7 @@ function spendGuard(deps: SpendGuardDeps) {
       capUsd: number,
       spentUsd: number,
       limits: LimitsInScript,
-    ): ScriptPart<Required<HeldWithLimits> | undefined> | undefined {
+    ): ScriptPart<(HeldWithLimits & Pick<Required<HeldWithLimits>, "decisions">) | undefined> | undefined {
       const shared = deps.shared;
       if (!shared?.takePart) return undefined;
       const { room, holdHere } = placeUnderCap(projectId, capUsd, spentUsd);
@@ -531,7 +599,8 @@ function spendGuard(deps: SpendGuardDeps) {
         decide(reply) {
           const taken = part.decide(reply);
           if (taken === "full") return undefined;
-          return { release: taken.place ? holdHere(taken.place) : () => {}, decisions: taken.decisions };
+          const decisions = taken.decisions;
+          return taken.place ? { ...holdHere(taken.place), decisions } : { release: () => {}, decisions };
         },
       };
     },

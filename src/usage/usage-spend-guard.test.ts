@@ -428,6 +428,40 @@ describe("spend guard", () => {
     expect(more.every((release) => typeof release === "function")).toBe(true);
   });
 
+  // An image call's price is known before it runs: counted at the largest call's figure alone, 20
+  // images of 0.25 ran on a 1 USD cap, and 89 such calls at once (figure 0.011).
+  it("counts a call whose price is known before it runs at that price, or says why it does not fit", async () => {
+    const now = new Date("2026-11-15T00:00:00.000Z");
+    const guard = createSpendGuard({ usage: fakeUsageRepository(), now: () => now });
+    guard.add("p1", 0.011);
+    expect(await guard.monthToDate("p1")).toBe(0.011);
+    const place = async () => {
+      const held = await guard.holdWithLimits("p1", 1, 0.011, undefined);
+      if (!held?.price) throw new Error("no place");
+      return held;
+    };
+    // 5 USD alone passes the cap: not counted, the place kept at the figure until released.
+    const dear = await place();
+    expect(dear.price?.(5)).toBe("over-cap");
+    dear.release();
+    // 0.50 fits: counted at 0.50. Another 0.50 would take the month to 1.011 with it: in flight.
+    const first = await place();
+    expect(first.price?.(0.5)).toBe("counted");
+    const second = await place();
+    expect(second.price?.(0.5)).toBe("in-flight");
+    second.release();
+    // A call of unknown cost sees it at its price too: 45 more (the last admitted with 0.011 + 0.50
+    // + 44 x 0.011 = 0.995 before it), not 89.
+    const unknown = Array.from({ length: 46 }, () => guard.hold("p1", 1, 0.011));
+    expect(unknown.filter((release) => typeof release === "function")).toHaveLength(45);
+    for (const release of unknown) (release as (() => void) | undefined)?.();
+    // Released: its price no longer counts (0.011 + 0.988 is within the cap).
+    first.release();
+    const last = await place();
+    expect(last.price?.(0.988)).toBe("counted");
+    last.release();
+  });
+
   it("counts costs recorded before the project's first check (a cap set while its rows are queued)", async () => {
     const guard = createSpendGuard({
       usage: fakeUsageRepository(),

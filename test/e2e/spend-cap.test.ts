@@ -10,6 +10,7 @@ import { type FakeUsage, providerA, providerB } from "../fakes/fake-upstream-res
 import { clockAwayFromMonthEnd } from "../support/away-from-month-end.js";
 import { startLocalServer } from "../support/local-server.js";
 import { proxiedChat, proxiedChatStatus } from "../support/proxied-chat.js";
+import { redisAvailable, redisTestSpace, redisUrl } from "../support/services.js";
 import {
   createTestProject,
   projectUsageRows,
@@ -694,3 +695,139 @@ describe("monthly spend cap, calls the provider answered that Sluice could not r
     expect(statuses).toEqual([502, 502, 502, 502, 502, 502]);
   });
 });
+
+// An image call's price is known before it runs (n x the pricing table's price for its model,
+// quality and size). Before, the cap counted it in flight at the month's largest call only: with a
+// 1 USD cap and 0.011 USD spent, calls of 20 high-quality 1536x1024 images (5 USD each) were
+// admitted, each counted at 0.011, and ran (up to 89 at once, the body budget aside).
+// With REDIS_URL the place is taken there; the price is counted on the instance (one here).
+for (const { shared, name } of [
+  { shared: false, name: "in memory" },
+  { shared: true, name: "with the calls in flight in Redis" },
+])
+  describe.skipIf(shared && !redisAvailable)(
+    `monthly spend cap, image calls of a known price (${name})`,
+    () => {
+      let fake: FakeUpstream;
+      let sluice: TestGateway;
+      const space = redisTestSpace("spend-known-price");
+
+      beforeAll(async () => {
+        fake = await startFakeUpstream();
+        sluice = await startTestGateway(
+          {
+            ...providerBaseUrls(fake),
+            ...(shared ? { redisUrl, redisKeyPrefix: `${space.nextPrefix()}:` } : {}),
+          },
+          { now: clockAwayFromMonthEnd() },
+        );
+      });
+      afterAll(async () => {
+        await sluice.close();
+        await fake.close();
+        await space.cleanup();
+      });
+
+      /** A /v1/image call of gpt-image-1: `n` images at `quality` and `size` (none: the model's default `auto`). */
+      const imageCall = (project: TestProject, n: number, quality?: string, size?: string) =>
+        fetch(`${sluice.url}/v1/image/${project.projectId}`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify({
+            prompt: "a lighthouse",
+            model: "gpt-image-1",
+            n,
+            ...(size ? { size } : {}),
+            ...(quality ? { providerOptions: { "provider-a": { quality } } } : {}),
+          }),
+        });
+
+      /** A project of a 1 USD cap with 0.011 USD spent (one low-quality 1024x1024 image): the month's largest call. */
+      async function projectWithOneCheapCall() {
+        const project = await createTestProject(sluice.gateway, {
+          provider: "provider-a",
+          monthlySpendCapUsd: 1,
+        });
+        const first = await imageCall(project, 1, "low", "1024x1024");
+        expect(first.status).toBe(200);
+        expect((await usageRowOf(sluice.gateway, first)).cost_usd).toBe(0.011);
+        return project;
+      }
+
+      it("refuses a call whose own price would pass the cap with the cap's 403, before any provider call", async () => {
+        const project = await projectWithOneCheapCall();
+        const before = fake.requests.length;
+        // 20 x 0.25 = 5 USD, against 0.989 left under the cap.
+        const refused = await imageCall(project, 20, "high", "1536x1024");
+        expect(refused.status).toBe(403);
+        const body = (await refused.json()) as { error: { code: string; message: string } };
+        expect(body.error.code).toBe("FORBIDDEN");
+        expect(body.error.message).toContain("price, 5 USD,");
+        expect(body.error.message).toContain("monthly spend cap of 1 USD");
+        expect(fake.requests.length).toBe(before);
+        expect(await usageRowOf(sluice.gateway, refused)).toMatchObject({
+          status: 403,
+          error_code: "FORBIDDEN",
+          cost_usd: null,
+        });
+        // 30 such calls at once: none runs.
+        const burst = await Promise.all(
+          Array.from({ length: 30 }, async () => {
+            const response = await imageCall(project, 20, "high", "1536x1024");
+            await response.arrayBuffer();
+            return response.status;
+          }),
+        );
+        expect(burst).toEqual(Array(30).fill(403));
+        expect(fake.requests.length).toBe(before);
+        // One whose price fits what is left is admitted: 3 x 0.25 = 0.75, the month at 0.761.
+        const fits = await imageCall(project, 3, "high", "1536x1024");
+        expect(fits.status).toBe(200);
+        expect((await usageRowOf(sluice.gateway, fits)).cost_usd).toBe(0.75);
+        // 0.25 more would pass the cap (1.011); 0.167 would not (0.928).
+        expect((await imageCall(project, 1, "high", "1536x1024")).status).toBe(403);
+        expect((await imageCall(project, 1, "high", "1024x1024")).status).toBe(200);
+      });
+
+      it("counts a call of known price in flight at its price: calls sent at once whose sum passes the cap are not all admitted", async () => {
+        const project = await projectWithOneCheapCall();
+        const before = fake.requests.length;
+        fake.setLatencyMs(2_000);
+        try {
+          // 2 x 0.25 = 0.50 each: the first admitted (0.011 + 0.50), not a second (0.011 + 0.50 in
+          // flight + 0.50 = 1.011). Counted at 0.011 each, all ten ran.
+          const burst = await Promise.all(
+            Array.from({ length: 10 }, async () => {
+              const response = await imageCall(project, 2, "high", "1536x1024");
+              await response.arrayBuffer();
+              return response;
+            }),
+          );
+          const statuses = burst.map((response) => response.status);
+          expect(statuses.filter((status) => status === 200)).toHaveLength(1);
+          // Each would fit alone: the calls in flight's 429, to retry once they end.
+          expect(statuses.filter((status) => status === 429)).toHaveLength(9);
+          expect(fake.requests.length - before).toBe(1);
+          const refused = burst.find((response) => response.status === 429)!;
+          expect(refused.headers.get("retry-after")).toBe("1");
+        } finally {
+          fake.setLatencyMs(0);
+        }
+        // It ended (0.511 spent): one more of 0.50 fits (1.011 > 1 would not: 0.511 + 0.25 x 1 does).
+        expect((await imageCall(project, 2, "high", "1536x1024")).status).toBe(403);
+        expect((await imageCall(project, 1, "high", "1536x1024")).status).toBe(200);
+      });
+
+      it("leaves a call whose price is not known before it runs to the estimate of decision 0057", async () => {
+        const project = await projectWithOneCheapCall();
+        // gpt-image-1's default quality (`auto`) has no price: the call runs, priced by what its answer
+        // names (the fake: medium, 1024x1024, 20 x 0.042 = 0.84).
+        const unknown = await imageCall(project, 20);
+        expect(unknown.status).toBe(200);
+        expect((await usageRowOf(sluice.gateway, unknown)).cost_usd).toBe(0.84);
+      });
+    },
+  );
