@@ -333,9 +333,14 @@ describe("project admin use cases", () => {
 
   it("counts a row written in the millisecond the report runs, when it names no end", async () => {
     await admin().createProject({ id: "just-now", name: "Just now", provider: "provider-a" });
-    // The clock's now: a row written this millisecond, which the report finds in the table.
+    // The clock's now: a row written this millisecond, which the report finds in the table (its
+    // call begun in it too: the project was created in it, and a call begun before is not its).
     await createUsageRepository(database.db, database.sqlite).insertBatch([
-      usageRow("just-now-1", { project_id: "just-now", created_at: "2026-11-02T10:00:00.000Z" }),
+      usageRow("just-now-1", {
+        project_id: "just-now",
+        created_at: "2026-11-02T10:00:00.000Z",
+        latency_ms: 0,
+      }),
     ]);
     const report = await admin().usageReport("just-now", {});
     expect(report.rows.reduce((sum, row) => sum + row.requests, 0)).toBe(1);

@@ -454,7 +454,8 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       const limit = query.limit ?? usageReportLimit.default;
       // Rows from the project's creation on: those before it were a project deleted under its id
       // (its rows stay), or failed attempts on the id before it existed.
-      const since = new Date(Math.max(window.from.getTime(), Date.parse(project.createdAt))).toISOString();
+      const created = Date.parse(project.createdAt);
+      const since = new Date(Math.max(window.from.getTime(), created)).toISOString();
       // One group more than answered, to know whether any follows.
       const rows =
         since < to
@@ -462,6 +463,8 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
               projectId,
               from: since,
               to,
+              // Nor the calls begun before it that ended after (rows are stamped at a call's end).
+              fromCreation: created >= window.from.getTime(),
               groupBy,
               limit: limit + 1,
               after: cursor?.after,

@@ -345,9 +345,11 @@ export function createAdmission(deps: AdmissionDeps) {
    * cost, the cap's estimate of one (decision 0057), at once on this instance.
    */
   function countTowardCap(projectId: string, row: UsageRecord, now: Date): void {
-    if (row.cost_usd) deps.spend.add(projectId, row.cost_usd, now);
+    // With the call's length: one begun before its project's creation (a project deleted under the
+    // id) is not the project's, though its row is stamped after.
+    if (row.cost_usd) deps.spend.add(projectId, row.cost_usd, now, row.latency_ms);
     // Both for a row of a known cost and a part unknown (`provider_answered` 2).
-    if (countsAsUnpriced(row)) deps.spend.addUnpriced(projectId, now);
+    if (countsAsUnpriced(row)) deps.spend.addUnpriced(projectId, now, row.latency_ms);
   }
 
   /** Writes the call's usage row, once: later writes do nothing. */

@@ -362,6 +362,66 @@ for (const engine of storageEngines) {
       expect((await records.spendSince("bounds", from)).totalUsd).toBeCloseTo(103, 9);
     });
 
+    // A project deleted and created again under its id: a call of the deleted one that ended after
+    // the creation has its row stamped then, but began before (its `latency_ms` before its time).
+    it("leaves out, read from a project's creation, the rows of calls begun before it", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const created = "2026-11-10T12:00:00.000Z";
+      const to = "2026-12-01T00:00:00.000Z";
+      const row = (id: string, createdAt: string, latencyMs: number, costUsd: number | null) =>
+        usage(id, {
+          project_id: "begun",
+          created_at: createdAt,
+          latency_ms: latencyMs,
+          cost_usd: costUsd,
+          output_tokens: 1,
+        });
+      await records.insertBatch([
+        // Began 9.95 s before the creation, ended 50 ms after: the deleted project's call.
+        row("g-old", "2026-11-10T12:00:00.050Z", 10_000, 7),
+        // Began 1 ms before it: still the deleted project's (a row's time is cut to the millisecond).
+        row("g-old-close", "2026-11-10T12:00:00.100Z", 101, 5),
+        row("g-old-unpriced", "2026-11-10T12:00:00.200Z", 60_000, null),
+        // Began at the creation and after: the new project's.
+        row("g-new-at", "2026-11-10T12:00:00.100Z", 100, 0.25),
+        row("g-new", "2026-11-10T12:00:05.000Z", 2_000.5, 1.5),
+        row("g-new-unpriced", "2026-11-11T00:00:00.000Z", 30_000, null),
+      ]);
+      const read = await records.spendSince("begun", created, undefined, true);
+      expect(read).toMatchObject({ totalUsd: 1.75, largestUsd: 1.5, unpricedCalls: 1 });
+      // From the month's start (not a creation), every row counts.
+      expect(await records.spendSince("begun", "2026-11-01T00:00:00.000Z")).toMatchObject({
+        totalUsd: 13.75,
+        largestUsd: 7,
+        unpricedCalls: 2,
+      });
+      const report = await records.report({
+        limit: 100,
+        projectId: "begun",
+        from: created,
+        to,
+        fromCreation: true,
+        groupBy: "endpoint",
+      });
+      expect(report.map((group) => [group.requests, group.costUsd, group.unpricedRequests])).toEqual([
+        [3, 1.75, 1],
+      ]);
+      // Carried on from the last read (SQLite's walk), as a full read leaves them out.
+      await records.insertBatch([
+        row("g-old-later", "2026-11-10T12:10:00.000Z", 3_600_000, 20),
+        row("g-new-later", "2026-11-10T12:10:00.000Z", 1_000, 0.5),
+      ]);
+      const carried = await records.spendSince("begun", created, read.next, true);
+      const full = await createUsageRepository(database.db, database.sqlite).spendSince(
+        "begun",
+        created,
+        undefined,
+        true,
+      );
+      expect(carried).toMatchObject({ totalUsd: 2.25, largestUsd: 1.5, unpricedCalls: 1 });
+      expect(full).toMatchObject({ totalUsd: 2.25, largestUsd: 1.5, unpricedCalls: 1 });
+    });
+
     // The spend cap counts each call in flight at the largest cost of one call of the month: a
     // gateway just started reads it with the month's spend, in the same statement.
     it("reads with the spend the largest cost of one of the project's rows since `from`", async () => {

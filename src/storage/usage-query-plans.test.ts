@@ -44,6 +44,28 @@ const queries = (db: Kysely<Database>, postgres: boolean) => [
     ).compile(),
     index: "usage_records_project_time",
   })),
+  // Read from a project's creation: the calls begun before it (a deleted project's) left out.
+  {
+    name: "the spend guard's read from the project's creation",
+    compiled: spendQuery(db, "p7", "2026-11-10T12:00:00.000Z", postgres, true).compile(),
+    index: "usage_records_project_time",
+  },
+  {
+    name: "the usage report from the project's creation",
+    compiled: reportQuery(
+      db,
+      {
+        projectId: "p7",
+        from: "2026-10-10T12:00:00.000Z",
+        to: "2026-11-01T00:00:00.000Z",
+        fromCreation: true,
+        groupBy: "model",
+        limit: 1000,
+      },
+      postgres,
+    ).compile(),
+    index: "usage_records_project_time",
+  },
   {
     name: "where a slice of a report ends (SQLite)",
     compiled: sliceEndQuery(db, "p7", "2026-10-01T00:00:00.000Z", "2026-11-01T00:00:00.000Z").compile(),
@@ -69,7 +91,7 @@ describe("usage query plans on SQLite", () => {
       strftime('%Y-%m-%dT%H:%M:%fZ', 1795996800 - i * 5184.0, 'unixepoch'), 1 from n`);
   const planOf = stage.plan;
 
-  for (const index of [0, 1, 2, 3, 4, 5]) {
+  for (const index of [0, 1, 2, 3, 4, 5, 6, 7]) {
     it(`finds the rows of query ${index + 1} through its index, never scanning the table`, () => {
       const query = queries(stage.database().db, false)[index];
       if (!query) throw new Error("no such query");
@@ -92,6 +114,7 @@ describe("usage query plans on SQLite", () => {
       planOf(sliceEndQuery(stage.database().db, "p7", from, undefined, true).compile()),
       planOf(spendSliceQuery("p7", from, "2026-11-05T00:00:00.000Z", 2500).compile(stage.database().db)),
       planOf(spendSliceQuery("p7", from, undefined, 2500).compile(stage.database().db)),
+      planOf(spendSliceQuery("p7", from, undefined, 2500, from).compile(stage.database().db)),
     ]) {
       expect(plan.filter((line) => /^SCAN usage_records\b/.test(line))).toEqual([]);
       expect(plan.join("\n")).toMatch(/USING (COVERING )?INDEX usage_records_project_time\b/);
@@ -112,6 +135,8 @@ describe("usage query plans on SQLite", () => {
     expect(walk.join("\n")).not.toMatch(/ INDEX /);
     const project = planOf(projectSpendWalkQuery("p7", from, 2500, 7500).compile(stage.database().db));
     expect(project).toEqual(["SEARCH usage_records USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"]);
+    const fromCreation = projectSpendWalkQuery("p7", from, 2500, 7500, true);
+    expect(planOf(fromCreation.compile(stage.database().db))).toEqual(project);
     expect(scans(planOf(spendTopQuery(2500).compile(stage.database().db)))).toEqual([]);
   });
 });
@@ -123,7 +148,7 @@ describe.skipIf(!postgresAvailable)("usage query plans on PostgreSQL", () => {
         to_char(to_timestamp(1795996800 - i * 5184.0) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 1
       from generate_series(1, ${rowCount}) i`);
 
-  for (const index of [0, 1, 2, 3, 4, 5]) {
+  for (const index of [0, 1, 2, 3, 4, 5, 6, 7]) {
     it(`finds the rows of query ${index + 1} through its index, never scanning the table`, async () => {
       const query = queries(stage.database().db, true)[index];
       if (!query) throw new Error("no such query");

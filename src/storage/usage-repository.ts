@@ -41,6 +41,11 @@ export interface UsageQuery {
   projectId: string;
   from: string;
   to: string;
+  /**
+   * `from` is the project's creation: the rows of calls begun before it are left out (`begunFrom`),
+   * a project's deleted under the id whose calls ended after it.
+   */
+  fromCreation?: boolean | undefined;
   groupBy: UsageGroupBy;
   /**
    * The groups a report answers at most: the first ones in the report's order (`compareGroups`).
@@ -79,6 +84,8 @@ export interface SpendSince {
 export interface SpendMark {
   readonly projectId: string;
   readonly from: string;
+  /** `spendSince`'s `fromCreation` (false when not given). */
+  readonly fromCreation?: boolean | undefined;
 }
 
 export interface UsageRepository {
@@ -89,9 +96,10 @@ export interface UsageRepository {
   /**
    * Known spend (USD) of a project since `from` (ISO), and the largest cost of one row in it. Given
    * `after`, the last read's `next` for the same project and `from`, SQLite adds only the rows
-   * written since (the answer is the same as a full read's).
+   * written since (the answer is the same as a full read's). `fromCreation`: `from` is the
+   * project's creation, and the rows of calls begun before it are left out (`begunFrom`).
    */
-  spendSince(projectId: string, from: string, after?: SpendMark): Promise<SpendSince>;
+  spendSince(projectId: string, from: string, after?: SpendMark, fromCreation?: boolean): Promise<SpendSince>;
   /** Requests recorded (the rows' `requests` summed: a coalesced row counts all it stands for). */
   count(projectId?: string): Promise<number>;
   /**
@@ -179,8 +187,8 @@ export function createUsageRepository(
         }
       });
     },
-    async report({ projectId, from, to, groupBy, limit, after }) {
-      const query = { projectId, from, to, groupBy, limit, after };
+    async report({ projectId, from, to, fromCreation, limit, groupBy, after }) {
+      const query = { projectId, from, to, fromCreation, groupBy, limit, after };
       const rows = await runReport((reader) =>
         sqlite ? slicedReport(reader, query) : reportQuery(reader, query, true).execute().then(toSums),
       ).catch((error: unknown) => {
@@ -200,9 +208,9 @@ export function createUsageRepository(
         unpricedRequests: Number(row.unpriced),
       }));
     },
-    async spendSince(projectId, from, after) {
-      if (spendSqlite) return spendSqlite(projectId, from, after);
-      const row = await spendQuery(db, projectId, from, true).executeTakeFirst();
+    async spendSince(projectId, from, after, fromCreation = false) {
+      if (spendSqlite) return spendSqlite(projectId, from, after, fromCreation);
+      const row = await spendQuery(db, projectId, from, true, fromCreation).executeTakeFirst();
       const total = row ? costTotalOf(row) : null;
       return {
         totalUsd: usdOf(total ?? noCost),
@@ -267,7 +275,13 @@ function unpricedRequestsSum(table?: string) {
  * Costs are summed exactly, in whole billionths (cost-sums.ts), as the report sums them, so a sum
  * carried on from an earlier one (`sqliteSpendReads`) is the same as one read whole, on either engine.
  */
-export function spendQuery(db: Kysely<Database>, projectId: string, from: string, postgres: boolean) {
+export function spendQuery(
+  db: Kysely<Database>,
+  projectId: string,
+  from: string,
+  postgres: boolean,
+  fromCreation = false,
+) {
   return db
     .selectFrom("usage_records")
     .select([
@@ -276,7 +290,24 @@ export function spendQuery(db: Kysely<Database>, projectId: string, from: string
       unpricedRequestsSum().as("unpriced"),
     ])
     .where("project_id", "=", projectId)
-    .where("created_at", ">=", from);
+    .where("created_at", ">=", from)
+    .$if(fromCreation, (query) => query.where(begunFrom(from, postgres)));
+}
+
+/**
+ * The rows of calls begun at `from` or after: a row is stamped when its call ends (`created_at`), and
+ * began `latency_ms` before, within the millisecond the stamp is cut to (1 ms allowed; the times'
+ * difference in whole milliseconds, as they are stamped: SQLite's julian days, as doubles, are
+ * rounded back to them). Asked from
+ * a project's creation: a call of a project deleted under its id that ended after the new one was
+ * created is the deleted one's, not the new one's (its calls all begin after its creation).
+ */
+function begunFrom(from: string, postgres: boolean, table?: string) {
+  const column = (name: string) => sql.ref(table === undefined ? name : `${table}.${name}`);
+  const at = table === undefined ? sql`${from}` : sql.ref(from);
+  return postgres
+    ? sql<boolean>`extract(epoch from (${column("created_at")}::timestamptz - ${at}::timestamptz)) * 1000 + 1 > ${column("latency_ms")}`
+    : sql<boolean>`round((julianday(${column("created_at")}) - julianday(${at})) * 86400000.0) + 1 > ${column("latency_ms")}`;
 }
 
 /** Rows of the table one statement of a SQLite spend read goes over at most (`sqliteSpendReads`). */
@@ -293,6 +324,7 @@ const createSpendCarried = sql`create temp table if not exists spend_carried (
   owner integer not null,
   project_id text not null,
   from_at text not null,
+  from_creation integer not null default 0,
   primary key (owner, project_id)
 ) without rowid`;
 
@@ -328,6 +360,7 @@ export function spendWalkQuery(owner: number, after: number, upTo: number) {
   cross join temp.spend_carried as carried
     on carried.owner = ${owner} and carried.project_id = usage.project_id and usage.created_at >= carried.from_at
   where usage.rowid > ${after} and usage.rowid <= ${upTo}
+    and (carried.from_creation = 0 or ${begunFrom("carried.from_at", false, "usage")})
   group by usage.project_id`;
 }
 
@@ -335,10 +368,17 @@ export function spendWalkQuery(owner: number, after: number, upTo: number) {
  * SQLite: a project's spend since `from` over the rows whose rowid is above `after` and at most
  * `upTo`, walked by rowid as `spendWalkQuery` walks them.
  */
-export function projectSpendWalkQuery(projectId: string, from: string, after: number, upTo: number) {
+export function projectSpendWalkQuery(
+  projectId: string,
+  from: string,
+  after: number,
+  upTo: number,
+  fromCreation = false,
+) {
   return sql<SpendSumRow>`select ${spendSumSelect()}
   from usage_records not indexed
-  where rowid > ${after} and rowid <= ${upTo} and project_id = ${projectId} and created_at >= ${from}`;
+  where rowid > ${after} and rowid <= ${upTo} and project_id = ${projectId} and created_at >= ${from}
+    ${fromCreation ? sql`and ${begunFrom(from, false)}` : sql``}`;
 }
 
 /** SQLite: the table's largest rowid, and the request id of that row and of the row at `at`. */
@@ -395,11 +435,18 @@ async function sliceEnd(
  * (excluded; none: no end) of the rows whose rowid is at most `upTo`, in the index on project and
  * time (`indexed by`: the rowid bound must not make the planner walk the table by rowid instead).
  */
-export function spendSliceQuery(projectId: string, from: string, to: string | undefined, upTo: number) {
+export function spendSliceQuery(
+  projectId: string,
+  from: string,
+  to: string | undefined,
+  upTo: number,
+  begun?: string,
+) {
   return sql<SpendSumRow>`select ${spendSumSelect()}
   from usage_records indexed by usage_records_project_time
   where project_id = ${projectId} and created_at >= ${from}
-    ${to === undefined ? sql`` : sql`and created_at < ${to}`} and rowid <= ${upTo}`;
+    ${to === undefined ? sql`` : sql`and created_at < ${to}`} and rowid <= ${upTo}
+    ${begun === undefined ? sql`` : sql`and ${begunFrom(begun, false)}`}`;
 }
 
 /**
@@ -431,6 +478,7 @@ interface SpendSums {
 /** A figure a SQLite repository carries on: a project's spend since `from`, up to the last walk. */
 interface CarriedSpend extends SpendSums {
   readonly from: string;
+  readonly fromCreation: boolean;
 }
 
 /** Gives the event loop back: the requests in flight run before the next statement. */
@@ -546,19 +594,24 @@ function sqliteSpendReads(db: Kysely<Database>) {
       totalUsd: usdOf(figure.total),
       largestUsd: figure.largestUsd,
       unpricedCalls: figure.unpricedCalls,
-      next: { projectId, from: figure.from },
+      next: { projectId, from: figure.from, fromCreation: figure.fromCreation },
     };
   }
 
   /** A project's first read of a span: in slices, up to the rowid it began at, then carried on. */
-  async function fullRead(projectId: string, from: string): Promise<SpendSince | undefined> {
+  async function fullRead(
+    projectId: string,
+    from: string,
+    fromCreation: boolean,
+  ): Promise<SpendSince | undefined> {
     const begun = (await spendTopQuery(0).execute(db)).rows[0];
     const upTo = Number(begun?.top ?? 0);
     const sums: SpendSums = { total: noCost, largestUsd: 0, unpricedCalls: 0 };
     for (let start: string | undefined = from; start !== undefined; ) {
       if (start !== from) await giveBackLoop();
       const end = await sliceEnd(db, projectId, start);
-      add(sums, (await spendSliceQuery(projectId, start, end, upTo).execute(db)).rows[0]);
+      const begun = fromCreation ? from : undefined;
+      add(sums, (await spendSliceQuery(projectId, start, end, upTo, begun).execute(db)).rows[0]);
       start = end;
     }
     return inTurn(async () => {
@@ -569,13 +622,17 @@ function sqliteSpendReads(db: Kysely<Database>) {
       for (let start = upTo; start < walked; ) {
         if (start !== upTo) await giveBackLoop();
         const end = Math.min(start + spendSliceRows, walked);
-        add(sums, (await projectSpendWalkQuery(projectId, from, start, end).execute(db)).rows[0]);
+        add(
+          sums,
+          (await projectSpendWalkQuery(projectId, from, start, end, fromCreation).execute(db)).rows[0],
+        );
         start = end;
       }
-      await sql`insert into temp.spend_carried (owner, project_id, from_at)
-        values (${owner}, ${projectId}, ${from})
-        on conflict (owner, project_id) do update set from_at = excluded.from_at`.execute(db);
-      const figure = { from, ...sums };
+      await sql`insert into temp.spend_carried (owner, project_id, from_at, from_creation)
+        values (${owner}, ${projectId}, ${from}, ${fromCreation ? 1 : 0})
+        on conflict (owner, project_id) do update
+        set from_at = excluded.from_at, from_creation = excluded.from_creation`.execute(db);
+      const figure = { from, fromCreation, ...sums };
       const read = answer(projectId, figure);
       for (const [oldest] of carried) {
         if (carried.size <= spendFiguresCarried) break;
@@ -588,17 +645,24 @@ function sqliteSpendReads(db: Kysely<Database>) {
     });
   }
 
-  return async (projectId: string, from: string, after?: SpendMark): Promise<SpendSince> => {
-    if (after !== undefined && after.projectId === projectId && after.from === from) {
+  return async (projectId: string, from: string, after: SpendMark | undefined, fromCreation: boolean) => {
+    if (
+      after !== undefined &&
+      after.projectId === projectId &&
+      after.from === from &&
+      (after.fromCreation ?? false) === fromCreation
+    ) {
       const read = await inTurn(async () => {
         await walk();
         const figure = carried.get(projectId);
-        return figure?.from === from ? answer(projectId, figure) : undefined;
+        return figure?.from === from && figure.fromCreation === fromCreation
+          ? answer(projectId, figure)
+          : undefined;
       });
       if (read) return read;
     }
     for (;;) {
-      const read = await fullRead(projectId, from);
+      const read = await fullRead(projectId, from, fromCreation);
       if (read) return read;
     }
   };
@@ -613,8 +677,9 @@ function sqliteSpendReads(db: Kysely<Database>) {
  */
 export function reportQuery(
   reader: Kysely<Database>,
-  { projectId, from, to, groupBy, limit, after }: UsageQuery,
+  { projectId, from, to, groupBy, limit, after, fromCreation }: UsageQuery,
   postgres: boolean,
+  begun = fromCreation ? from : undefined,
 ) {
   const column =
     groupBy === "day"
@@ -651,6 +716,7 @@ export function reportQuery(
       .where("project_id", "=", projectId)
       .where("created_at", ">=", from)
       .where("created_at", "<", to)
+      .$if(begun !== undefined, (query) => query.where(begunFrom(begun as string, postgres)))
       // A null group (no model) comes after every other: after any of them.
       .$if(after !== undefined, (query) =>
         query.where(sql<boolean>`(${group} > ${after} or ${column} is null)`),
@@ -695,7 +761,10 @@ async function slicedReport(reader: Kysely<Database>, query: UsageQuery): Promis
   while (from < query.to) {
     if (from !== query.from) await new Promise((resolve) => setImmediate(resolve));
     const end = (await sliceEnd(reader, query.projectId, from, query.to)) ?? query.to;
-    for (const row of toSums(await reportQuery(reader, { ...query, from, to: end }, false).execute())) {
+    const begun = query.fromCreation ? query.from : undefined;
+    for (const row of toSums(
+      await reportQuery(reader, { ...query, from, to: end }, false, begun).execute(),
+    )) {
       const sums = groups.get(row.group_key);
       if (!sums) {
         groups.add(row);

@@ -44,6 +44,17 @@ interface HeldPlace {
  */
 const negligibleUsd = 1e-9;
 
+/** A project's calls in flight on this instance under its cap (`MonthSpend.flight`). */
+interface CallsInFlight {
+  inFlight: number;
+  /**
+   * What the calls of `inFlight` whose price was known before they ran (`HeldPlace.price`) cost
+   * above the figure each counts at (`inFlightCallUsd`, when it was priced), summed: they count at
+   * their price, the others at the figure.
+   */
+  inFlightAbove: number;
+}
+
 interface MonthSpend {
   /** The project's id, the key the figure is held under. */
   projectId: string;
@@ -103,16 +114,23 @@ interface MonthSpend {
    */
   forgottenBefore: number;
   /**
-   * Calls admitted on this instance under the cap whose cost is not known yet (`hold`), those that
-   * hold a place in Redis too: what this instance decides on while Redis cannot.
+   * The project's creation (epoch ms) when the month is read from it (`since`), -Infinity otherwise:
+   * a call begun before it was a project's deleted under the id (`begunBefore`), whatever its row's
+   * time, and counts neither here nor in the read (`spendSince`'s `fromCreation`).
    */
-  inFlight: number;
+  creationMs: number;
   /**
-   * What the calls of `inFlight` whose price was known before they ran (`HeldPlace.price`) cost
-   * above the figure each counts at (`inFlightCallUsd`, when it was priced), summed: they count at
-   * their price, the others at the figure.
+   * Whether a call begun before `creationMs` was recorded here (`add`, `addUnpriced`): its row, once
+   * written, is left out of `written` as well (the only rows whose times `written` then parses).
    */
-  inFlightAbove: number;
+  begunBeforeSeen: boolean;
+  /**
+   * Calls admitted on this instance under the cap whose cost is not known yet (`hold`), those that
+   * hold a place in Redis too: what this instance decides on while Redis cannot. A project created
+   * again under the id starts a count of its own: the deleted one's calls still in flight give back
+   * their places to the count they took them in.
+   */
+  flight: CallsInFlight;
   /**
    * The largest cost of one call this instance recorded for the project this month (`add`): its rows
    * may not be written, nor read back in `largestRead`, yet.
@@ -198,7 +216,7 @@ function spendGuard(deps: SpendGuardDeps) {
     const may =
       cache.get(entry.projectId) === entry &&
       entry.loading === undefined &&
-      entry.inFlight === 0 &&
+      entry.flight.inFlight === 0 &&
       Math.abs(entry.unread - entry.written) < negligibleUsd &&
       entry.unpricedUnread === entry.unpricedWritten;
     if (may === entry.mayGo) return;
@@ -267,8 +285,9 @@ function spendGuard(deps: SpendGuardDeps) {
         unpricedWritten: 0,
         latestUnread: Number.NEGATIVE_INFINITY,
         forgottenBefore: Number.NEGATIVE_INFINITY,
-        inFlight: 0,
-        inFlightAbove: 0,
+        creationMs: Number.NEGATIVE_INFINITY,
+        begunBeforeSeen: false,
+        flight: { inFlight: 0, inFlightAbove: 0 },
         largestCall: 0,
         largestCallAt: Number.NEGATIVE_INFINITY,
         mayGo: false,
@@ -294,6 +313,12 @@ function spendGuard(deps: SpendGuardDeps) {
       entry.unpricedRead = 0;
       entry.mark = undefined;
       const sinceMs = Date.parse(since);
+      // Calls begun before a later creation are the deleted project's: their places in flight are
+      // not the new one's (they stay in the count they were taken in until they end), nor their
+      // costs, though their rows are stamped after it when they end.
+      const previous = entry.creationMs;
+      entry.creationMs = since === entry.month ? Number.NEGATIVE_INFINITY : sinceMs;
+      if (entry.creationMs > previous) entry.flight = { inFlight: 0, inFlightAbove: 0 };
       if (entry.latestUnread < sinceMs) {
         entry.forgottenBefore = sinceMs;
         entry.unread = 0;
@@ -327,7 +352,7 @@ function spendGuard(deps: SpendGuardDeps) {
         const writtenBefore = entry.written;
         const unpricedWrittenBefore = entry.unpricedWritten;
         const since = entry.since;
-        const read = await deps.usage.spendSince(projectId, since, entry.mark);
+        const read = await deps.usage.spendSince(projectId, since, entry.mark, since !== entry.month);
         // A project created again under the id meanwhile: this figure is the old one's; read again.
         if (entry.since !== since) continue;
         if (
@@ -395,9 +420,10 @@ function spendGuard(deps: SpendGuardDeps) {
    */
   function placeUnderCap(projectId: string, capUsd: number, spentUsd: number) {
     const entry = monthOf(projectId, deps.now());
-    const room = roomUnderCap(capUsd, spentUsd + entry.inFlightAbove, inFlightCallUsd(entry));
+    const room = roomUnderCap(capUsd, spentUsd + entry.flight.inFlightAbove, inFlightCallUsd(entry));
     const holdHere = (shared?: () => void): HeldPlace => {
-      entry.inFlight++;
+      const flight = entry.flight;
+      flight.inFlight++;
       relist(entry);
       let held = true;
       let above = 0;
@@ -405,10 +431,10 @@ function spendGuard(deps: SpendGuardDeps) {
         release() {
           if (!held) return;
           held = false;
-          entry.inFlight--;
+          flight.inFlight--;
           // Its floats summed and taken off again in another order may leave a trace: none is left
           // once no call is in flight.
-          entry.inFlightAbove = entry.inFlight === 0 ? 0 : entry.inFlightAbove - above;
+          flight.inFlightAbove = flight.inFlight === 0 ? 0 : flight.inFlightAbove - above;
           relist(entry);
           shared?.();
         },
@@ -422,15 +448,15 @@ function spendGuard(deps: SpendGuardDeps) {
           // The others in flight here, each at the figure plus what its price is above it, and this
           // one at its price: the month may end at the cap, not past it.
           const unit = inFlightCallUsd(entry);
-          const others = (entry.inFlight - 1) * unit + entry.inFlightAbove;
+          const others = (flight.inFlight - 1) * unit + flight.inFlightAbove;
           if (Math.round((spent + others + costUsd) * 1e9) > cap) return "in-flight";
           above = Math.max(0, costUsd - unit);
-          entry.inFlightAbove += above;
+          flight.inFlightAbove += above;
           return "counted";
         },
       };
     };
-    const roomHere = () => room < 0 || entry.inFlight < room;
+    const roomHere = () => room < 0 || entry.flight.inFlight < room;
     return { room, holdHere, roomHere };
   }
 
@@ -495,15 +521,16 @@ function spendGuard(deps: SpendGuardDeps) {
      * month of its `created_at` (`recordedAt`; now when not given). The row's own time, not a
      * second reading of the clock: a row stamped at a month's last millisecond and counted in the
      * next month would never be read back from that month, and its cost would count there for
-     * good. A row of a month this project's figures have already left counts in none.
+     * good. A row of a month this project's figures have already left counts in none, nor one of a
+     * call begun before the project's creation (`latencyMs`, the row's, before `recordedAt`).
      */
-    add(projectId: string, usd: number | null, recordedAt?: Date): void {
+    add(projectId: string, usd: number | null, recordedAt?: Date, latencyMs = 0): void {
       if (!usd) return;
       const at = recordedAt ?? deps.now();
       const held = cache.get(projectId);
       if (held && at.getTime() < held.from) return;
       const entry = monthOf(projectId, at);
-      if (at.getTime() < entry.forgottenBefore) return;
+      if (at.getTime() < entry.forgottenBefore || begunBefore(entry, at.getTime(), latencyMs)) return;
       entry.unread += usd;
       if (at.getTime() > entry.latestUnread) entry.latestUnread = at.getTime();
       if (usd > entry.largestCall) {
@@ -517,12 +544,12 @@ function spendGuard(deps: SpendGuardDeps) {
      * instance (and not yet written), in the month of `recordedAt` as `add` counts a cost: at once,
      * at `unpricedCallEstimate`, until a read that began after its row was written holds it.
      */
-    addUnpriced(projectId: string, recordedAt?: Date): void {
+    addUnpriced(projectId: string, recordedAt?: Date, latencyMs = 0): void {
       const at = recordedAt ?? deps.now();
       const held = cache.get(projectId);
       if (held && at.getTime() < held.from) return;
       const entry = monthOf(projectId, at);
-      if (at.getTime() < entry.forgottenBefore) return;
+      if (at.getTime() < entry.forgottenBefore || begunBefore(entry, at.getTime(), latencyMs)) return;
       entry.unpricedUnread++;
       if (at.getTime() > entry.latestUnread) entry.latestUnread = at.getTime();
       relist(entry);
@@ -614,24 +641,35 @@ function spendGuard(deps: SpendGuardDeps) {
         const unpriced = countsAsUnpriced(row);
         if (!row.cost_usd && !unpriced) continue;
         const entry = cache.get(row.project_id);
-        if (
-          entry &&
-          row.created_at.startsWith(entry.prefix) &&
-          // Parsed only for a project created again (Date.parse: ~1,700 instructions a row).
-          !(
-            entry.forgottenBefore > Number.NEGATIVE_INFINITY &&
-            Date.parse(row.created_at) < entry.forgottenBefore
-          )
-        ) {
-          // Both for a row of a known cost and a part unknown (`provider_answered` 2).
-          if (unpriced) entry.unpricedWritten += row.requests;
-          if (row.cost_usd) entry.written += row.cost_usd;
-          relist(entry);
+        if (!entry || !row.created_at.startsWith(entry.prefix)) continue;
+        // Parsed only for a project created again (Date.parse: ~1,700 instructions a row).
+        if (entry.forgottenBefore > Number.NEGATIVE_INFINITY || entry.begunBeforeSeen) {
+          const at = Date.parse(row.created_at);
+          if (at < entry.forgottenBefore) continue;
+          if (entry.begunBeforeSeen && begunBefore(entry, at, row.latency_ms, false)) continue;
         }
+        // Both for a row of a known cost and a part unknown (`provider_answered` 2).
+        if (unpriced) entry.unpricedWritten += row.requests;
+        if (row.cost_usd) entry.written += row.cost_usd;
+        relist(entry);
       }
     },
   };
   return guard;
+}
+
+/**
+ * Whether the call of a row stamped at `at` (epoch ms), `latencyMs` long, at or after the project's
+ * creation the month is read from (`creationMs`), began before it, as the read decides it
+ * (`spendSince`'s `fromCreation`: within the millisecond a row's time is cut to): a call of a
+ * project deleted under the id that ended after the new one was created. A row stamped before the
+ * creation is left to `forgottenBefore`, as before (counted here until written when not forgotten,
+ * and taken off then). `seen`: noted, for `written`.
+ */
+function begunBefore(entry: MonthSpend, at: number, latencyMs: number, seen = true): boolean {
+  if (at < entry.creationMs || !(at - latencyMs + 1 <= entry.creationMs)) return false;
+  if (seen) entry.begunBeforeSeen = true;
+  return true;
 }
 
 /**

@@ -34,9 +34,14 @@ function guardOverRows(options: { unpricedCallUsd?: number } = {}) {
       if (at.down) throw connectionRefused();
       rows.push(...batch);
     },
-    async spendSince(projectId, from) {
+    async spendSince(projectId, from, _after, fromCreation) {
       if (at.down) throw connectionRefused();
-      return spendOf(rows.filter((row) => row.project_id === projectId && row.created_at >= from));
+      // From a project's creation, the calls begun before it are left out, as the database does.
+      const begun = (row: UsageRecord) =>
+        !fromCreation || Date.parse(row.created_at) - Date.parse(from) + 1 > row.latency_ms;
+      return spendOf(
+        rows.filter((row) => row.project_id === projectId && row.created_at >= from && begun(row)),
+      );
     },
   });
   const guard = createSpendGuard({ usage, now: () => at.now, refreshMs: 1000, ...options });
@@ -591,6 +596,45 @@ describe("spend guard", () => {
     expect(await guard.monthToDate("p1", createdAgain)).toBe(1);
     await recorder.flush();
     at.now = new Date("2026-11-15T00:00:04.000Z");
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(1);
+    await recorder.stop();
+  });
+
+  // A call of the deleted project still in flight when the new one is created ends after it: its row
+  // is stamped then. Its place in flight and its cost were counted against the new project.
+  it("counts neither the place in flight nor the cost of a call begun before the project created again", async () => {
+    const { at, guard, recorder } = guardOverRows();
+    // The old project (created the 1st, capped) has a call in flight.
+    expect(await guard.monthToDate("p1", "2026-11-01T00:00:00.000Z")).toBe(0);
+    const oldPlace = guard.hold("p1", 100, 0);
+    expect(oldPlace).toBeTypeOf("function");
+    // It is deleted and created again under its id, a cap of 0.10: one call in flight at the floor.
+    const createdAgain = "2026-11-15T00:00:01.000Z";
+    at.now = new Date("2026-11-15T00:00:02.000Z");
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
+    const newPlace = guard.hold("p1", 0.1, 0);
+    expect(newPlace).toBeTypeOf("function");
+    expect(guard.hold("p1", 0.1, 0)).toBeUndefined();
+    // The old call ends, 3 s long: its row, stamped now, and its cost, 5.
+    at.now = new Date("2026-11-15T00:00:03.000Z");
+    recorder.record(
+      usageRow("old-call", { cost_usd: 5, latency_ms: 3000, created_at: at.now.toISOString() }),
+    );
+    guard.add("p1", 5, at.now, 3000);
+    guard.addUnpriced("p1", at.now, 3000);
+    oldPlace?.();
+    // Its place was the old project's: the new one's call still holds the only place.
+    expect(guard.hold("p1", 0.1, 0)).toBeUndefined();
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
+    // The new project's own call (begun after its creation) counts, before and after it is written.
+    recorder.record(
+      usageRow("new-call", { cost_usd: 1, latency_ms: 1500, created_at: at.now.toISOString() }),
+    );
+    guard.add("p1", 1, at.now, 1500);
+    newPlace?.();
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(1);
+    await recorder.flush();
+    at.now = new Date("2026-11-15T00:00:05.000Z");
     expect(await guard.monthToDate("p1", createdAgain)).toBe(1);
     await recorder.stop();
   });

@@ -295,7 +295,9 @@ for (const engine of engines) {
             outcome: "ok",
             auth_method: "test-key",
             client_ip: "203.0.113.7",
-            created_at: at,
+            // After the project's creation by more than the call's length: a call begun before it
+            // would be a project's deleted under the id, in neither the report nor the cap.
+            created_at: new Date(Date.parse(at) + 100).toISOString(),
             ...since(4, { requests: 1 }),
           });
           await db

@@ -21,7 +21,10 @@ describe("the usage report, end to end", () => {
   let fake: FakeUpstream;
   let sluice: TestGateway;
   let project: TestProject;
-  let clock = new Date("2026-11-27T23:59:59.000Z");
+  // The project is created a second before its first call: the clock stands still while the call
+  // runs, and a call whose row's time less its length comes before the project's creation is a
+  // project's deleted under its id (left out of the report).
+  let clock = new Date("2026-11-27T23:59:58.000Z");
   const schema = { type: "object", properties: { title: { type: "string" } }, required: ["title"] };
   // gpt-5.4-mini ($0.75 in, $0.075 cached, $4.50 out) and gpt-4.1 ($2, $0.50, $8) per 1M tokens.
   const textCost = ((11 - 3) * 0.75 + 3 * 0.075 + 7 * 4.5) / 1e6;
@@ -36,6 +39,7 @@ describe("the usage report, end to end", () => {
     sluice = await startTestGateway({ ...providerBaseUrls(fake) }, { now: () => clock });
     project = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema: schema });
     fake.setStructuredOutput({ title: "t" });
+    clock = new Date("2026-11-27T23:59:59.000Z");
     const post = (path: string, body: unknown, bearer = project.bearer("provider-a")) =>
       fetch(`${sluice.url}${path}/${project.projectId}`, {
         method: "POST",
