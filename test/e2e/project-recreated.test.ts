@@ -33,14 +33,21 @@ describe("a project created again under a deleted project's id", () => {
   const tick = () => new Promise((resolve) => setTimeout(resolve, 5));
   /**
    * A row of the first project, written after it was created and before the second one is: the
-   * first project counts it (each test checks so), the second must not.
+   * first project counts it (each test checks so), the second must not. Its call took no time: a
+   * row's call began at its time less its latency_ms, and one begun before the project's creation is
+   * another project's (decision 0042).
    */
   const oldRow = async (id: string, projectId: string, costUsd: number) => {
     await tick();
     await sluice.gateway.database.db
       .insertInto("usage_records")
       .values([
-        usageRow(id, { project_id: projectId, created_at: new Date().toISOString(), cost_usd: costUsd }),
+        usageRow(id, {
+          project_id: projectId,
+          created_at: new Date().toISOString(),
+          cost_usd: costUsd,
+          latency_ms: 0,
+        }),
       ])
       .execute();
     await tick();
