@@ -379,6 +379,15 @@ function refTarget(root: object, node: unknown): unknown {
   return typeof ref === "string" ? resolveJsonPointer(root, ref) : undefined;
 }
 
+/**
+ * A property named `__proto__` cannot be answered: the providers' SDKs refuse an answer holding
+ * that member (their JSON parsing takes it for a prototype pollution attempt) and their schema
+ * converters drop the property, so a schema naming one failed every structured call, each
+ * after a repair (two calls billed).
+ */
+const protoProperty =
+  'a property named "__proto__" is not supported (JSON parsers refuse the member in an answer): rename it';
+
 function walk(
   node: unknown,
   path: string,
@@ -429,8 +438,10 @@ function walk(
     ) {
       problems.push(`${path}/properties must be an object`);
     } else {
-      for (const [name, child] of Object.entries(record.properties))
-        walk(child, `${path}/properties/${shownSchemaName(name)}`, depth + 1, problems, provider);
+      for (const [name, child] of Object.entries(record.properties)) {
+        if (name === "__proto__") problems.push(`${path}/properties/__proto__: ${protoProperty}`);
+        else walk(child, `${path}/properties/${shownSchemaName(name)}`, depth + 1, problems, provider);
+      }
     }
   }
   if (
@@ -439,6 +450,9 @@ function walk(
   ) {
     problems.push(`${path}/required must be an array of property names`);
   } else if (record.required !== undefined) {
+    const index = (record.required as string[]).indexOf("__proto__");
+    if (index >= 0 && !Object.hasOwn(record.properties ?? {}, "__proto__"))
+      problems.push(`${path}/required/${index}: ${protoProperty}`);
     requiredProperties(record, path, problems, provider);
   }
   if (provider === "provider-c") providerCRules(record, types, path, depth, problems);
