@@ -238,6 +238,30 @@ describe("a schema's properties named as what every object inherits", () => {
     });
   });
 
+  it("refuses a $ref that names a definition or property the schema lacks by an inherited member's name", () => {
+    // The validator found `constructor` (a function) on the object every schema object inherits
+    // from, took it for a schema that any value matches, and the providers were sent the $ref dangling.
+    const problems = checkOutputSchema(
+      {
+        type: "object",
+        properties: { a: { $ref: "#/properties/constructor" }, b: { $ref: "#/$defs/x/valueOf" } },
+        $defs: { x: { type: "string" } },
+      },
+      "provider-a",
+    );
+    expect(problems).toEqual([
+      '#/properties/a/$ref "#/properties/constructor" names nothing in the schema',
+      '#/properties/b/$ref "#/$defs/x/valueOf" names nothing in the schema',
+    ]);
+    // One the schema holds is taken, by that name too.
+    expect(
+      checkOutputSchema({
+        type: "object",
+        properties: { constructor: { type: "string" }, a: { $ref: "#/properties/constructor" } },
+      }),
+    ).toEqual([]);
+  });
+
   it("refuses a property named __proto__, which no answer can hold, naming where", () => {
     // The providers' SDKs refuse an answer with a `__proto__` member as a prototype pollution
     // attempt, and their schema converters drop the property: every call would fail, twice billed.

@@ -157,6 +157,25 @@ function schemaProblems(
       );
     }
   }
+  if (problems.length === 0) problems.push(...danglingReferences(schema));
+  return problems;
+}
+
+/**
+ * The local `$ref`s that name nothing the document holds, in document order. Ajv refuses most as it
+ * compiles, but it steps into objects by any key, inherited ones included: `#/properties/constructor`
+ * in a schema without such a property named the function every object inherits, which it took for a
+ * schema any value matches, and the providers were sent the `$ref` dangling. Each is resolved by own
+ * keys (resolveJsonPointer, as the checks above and the answer's shaping resolve it), in each schema
+ * of the document (forEachSchema: a `default` or `const` value holding a `$ref` member is none).
+ */
+function danglingReferences(root: object): string[] {
+  const problems: string[] = [];
+  forEachSchema(root, (node, path) => {
+    const ref = node.$ref;
+    if (typeof ref === "string" && ref.startsWith("#") && resolveJsonPointer(root, ref) === undefined)
+      problems.push(`${path}/$ref ${JSON.stringify(ref)} names nothing in the schema`);
+  });
   return problems;
 }
 
