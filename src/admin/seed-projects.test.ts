@@ -444,4 +444,17 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
       ),
     );
   });
+
+  it("refuses an entry's __proto__ member as any unknown field, as the admin API does, rather than drop it", async () => {
+    // Written as text: JSON.stringify of an object literal would not write the member.
+    const path = file(
+      "proto.json",
+      '{"projects":[{"id":"proto","name":"Proto","provider":"provider-a","__proto__":{"testMode":true}}]}',
+    );
+    await expect(readProjectsFile(path)).rejects.toThrow(
+      new Error(
+        `SLUICE_CONFIG_FILE ${path}: project "proto": Invalid project: projects.0: Unrecognized key: "__proto__"`,
+      ),
+    );
+  });
 });

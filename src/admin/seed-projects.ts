@@ -86,8 +86,12 @@ export async function readProjectsFile(file: string): Promise<ProjectsFile> {
       ).text,
     );
   }
+  // The entries as the file holds them, not zod's copies: a copy leaves out a `__proto__` member
+  // (setting it would set the copy's prototype), which was then dropped without a word, where the
+  // admin API refuses it as any unknown field. The shape is the one seedFile checked.
+  const projects = (content as { projects: ProjectsFile["projects"] }).projects;
   const refused: Refusal[] = [];
-  for (const [index, { id, ...fields }] of result.data.projects.entries()) {
+  for (const [index, { id, ...fields }] of projects.entries()) {
     try {
       await checkProjectEntry(id, fields, placeIn(index));
     } catch (error) {
@@ -96,7 +100,7 @@ export async function readProjectsFile(file: string): Promise<ProjectsFile> {
     }
   }
   if (refused.length > 0) throw refusedEntries(file, refused);
-  return { file, projects: result.data.projects };
+  return { file, projects };
 }
 
 export async function seedProjects(

@@ -205,6 +205,83 @@ describe("the schemas checking an answer may try, through $ref", () => {
   });
 });
 
+describe("a schema's properties named as what every object inherits", () => {
+  // A race result's `constructor` (the team), say: Ajv read the member every object inherits
+  // (`constructor`, `toString`: a function) as the value of a property so named.
+  const inherited = {
+    type: "object",
+    properties: {
+      driver: { type: "string" },
+      constructor: { type: "string" },
+      toString: { type: "string" },
+      hasOwnProperty: { type: "boolean" },
+    },
+    required: ["driver"],
+    additionalProperties: false,
+  };
+
+  it("takes an answer that leaves them out, and checks them when it has them", () => {
+    expect(checkOutputSchema(inherited)).toEqual([]);
+    expect(validateAgainstSchema(inherited, { driver: "Lewis" })).toEqual({ valid: true, errors: [] });
+    expect(validateAgainstSchema(inherited, { driver: "Lewis", constructor: "Ferrari" }).valid).toBe(true);
+    expect(validateAgainstSchema(inherited, JSON.parse('{"driver":"Lewis","constructor":1}'))).toMatchObject({
+      valid: false,
+      errors: ["/constructor must be string"],
+    });
+  });
+
+  it("refuses an answer that leaves out a required one", () => {
+    const required = { ...inherited, required: ["driver", "constructor"] };
+    expect(validateAgainstSchema(required, { driver: "Lewis" })).toMatchObject({
+      valid: false,
+      errors: ["/ must have required property 'constructor'"],
+    });
+  });
+
+  it("refuses a $ref that names a definition or property the schema lacks by an inherited member's name", () => {
+    // The validator found `constructor` (a function) on the object every schema object inherits
+    // from, took it for a schema that any value matches, and the providers were sent the $ref dangling.
+    const problems = checkOutputSchema(
+      {
+        type: "object",
+        properties: { a: { $ref: "#/properties/constructor" }, b: { $ref: "#/$defs/x/valueOf" } },
+        $defs: { x: { type: "string" } },
+      },
+      "provider-a",
+    );
+    expect(problems).toEqual([
+      '#/properties/a/$ref "#/properties/constructor" names nothing in the schema',
+      '#/properties/b/$ref "#/$defs/x/valueOf" names nothing in the schema',
+    ]);
+    // One the schema holds is taken, by that name too.
+    expect(
+      checkOutputSchema({
+        type: "object",
+        properties: { constructor: { type: "string" }, a: { $ref: "#/properties/constructor" } },
+      }),
+    ).toEqual([]);
+  });
+
+  it("refuses a property named __proto__, which no answer can hold, naming where", () => {
+    // The providers' SDKs refuse an answer with a `__proto__` member as a prototype pollution
+    // attempt, and their schema converters drop the property: every call would fail, twice billed.
+    const problem = (path: string) =>
+      `${path}: a property named "__proto__" is not supported (JSON parsers refuse the member in an answer): rename it`;
+    expect(
+      checkOutputSchema(
+        JSON.parse('{"type":"object","properties":{"__proto__":{"type":"string"}},"required":["__proto__"]}'),
+      ),
+    ).toEqual([problem("#/properties/__proto__")]);
+    expect(
+      checkOutputSchema(
+        JSON.parse(
+          '{"type":"object","properties":{"a":{"type":"object","properties":{"b":{}},"required":["__proto__"]}}}',
+        ),
+      ),
+    ).toEqual([problem("#/properties/a/required/0")]);
+  });
+});
+
 describe("validateAgainstSchema", () => {
   it("accepts finite numbers", () => {
     expect(validateAgainstSchema(schema, { title: "A", score: 1e308, rank: -3, values: [0, -0.5] })).toEqual({

@@ -157,6 +157,25 @@ function schemaProblems(
       );
     }
   }
+  if (problems.length === 0) problems.push(...danglingReferences(schema));
+  return problems;
+}
+
+/**
+ * The local `$ref`s that name nothing the document holds, in document order. Ajv refuses most as it
+ * compiles, but it steps into objects by any key, inherited ones included: `#/properties/constructor`
+ * in a schema without such a property named the function every object inherits, which it took for a
+ * schema any value matches, and the providers were sent the `$ref` dangling. Each is resolved by own
+ * keys (resolveJsonPointer, as the checks above and the answer's shaping resolve it), in each schema
+ * of the document (forEachSchema: a `default` or `const` value holding a `$ref` member is none).
+ */
+function danglingReferences(root: object): string[] {
+  const problems: string[] = [];
+  forEachSchema(root, (node, path) => {
+    const ref = node.$ref;
+    if (typeof ref === "string" && ref.startsWith("#") && resolveJsonPointer(root, ref) === undefined)
+      problems.push(`${path}/$ref ${JSON.stringify(ref)} names nothing in the schema`);
+  });
   return problems;
 }
 
@@ -379,6 +398,15 @@ function refTarget(root: object, node: unknown): unknown {
   return typeof ref === "string" ? resolveJsonPointer(root, ref) : undefined;
 }
 
+/**
+ * A property named `__proto__` cannot be answered: the providers' SDKs refuse an answer holding
+ * that member (their JSON parsing takes it for a prototype pollution attempt) and their schema
+ * converters drop the property, so a schema naming one failed every structured call, each
+ * after a repair (two calls billed).
+ */
+const protoProperty =
+  'a property named "__proto__" is not supported (JSON parsers refuse the member in an answer): rename it';
+
 function walk(
   node: unknown,
   path: string,
@@ -429,8 +457,10 @@ function walk(
     ) {
       problems.push(`${path}/properties must be an object`);
     } else {
-      for (const [name, child] of Object.entries(record.properties))
-        walk(child, `${path}/properties/${shownSchemaName(name)}`, depth + 1, problems, provider);
+      for (const [name, child] of Object.entries(record.properties)) {
+        if (name === "__proto__") problems.push(`${path}/properties/__proto__: ${protoProperty}`);
+        else walk(child, `${path}/properties/${shownSchemaName(name)}`, depth + 1, problems, provider);
+      }
     }
   }
   if (
@@ -439,6 +469,9 @@ function walk(
   ) {
     problems.push(`${path}/required must be an array of property names`);
   } else if (record.required !== undefined) {
+    const index = (record.required as string[]).indexOf("__proto__");
+    if (index >= 0 && !Object.hasOwn(record.properties ?? {}, "__proto__"))
+      problems.push(`${path}/required/${index}: ${protoProperty}`);
     requiredProperties(record, path, problems, provider);
   }
   if (provider === "provider-c") providerCRules(record, types, path, depth, problems);

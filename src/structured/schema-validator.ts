@@ -71,6 +71,9 @@ const newAjv = (allErrors: boolean): Ajv => {
     allErrors,
     strict: false,
     validateFormats: false,
+    // A property is the answer's own member or absent: an inherited one (`constructor`, `toString`)
+    // was read as the value of a property so named, and an answer leaving it out failed its type.
+    ownProperties: true,
     code: allErrors ? { regExp: linearRegExp, process: stoppingPastMaxMismatches } : { regExp: linearRegExp },
     // Ajv's own console output (a schema whose generated code fails to compile is printed whole,
     // ~1 MB for a wide union) bypasses the log; the error it throws is answered instead.
