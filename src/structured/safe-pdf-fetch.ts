@@ -345,15 +345,28 @@ async function readCapped(
 ): Promise<Uint8Array> {
   const chunks: Buffer[] = [];
   let size = 0;
+  // Told by its first bytes: a page that is no PDF is refused as they come, not read to the cap.
+  let headChecked = false;
   for await (const chunk of body) {
+    chunks.push(chunk);
     size += chunk.length;
+    if (!headChecked && size >= pdfMagicLength) {
+      headChecked = true;
+      if (!isPdf(Buffer.concat(chunks, pdfMagicLength))) throw notPdf();
+    }
     if (size > maxBytes) throw tooLarge(maxBytes);
     hold?.received(size);
-    chunks.push(chunk);
   }
   const bytes = Buffer.concat(chunks, size);
-  if (!isPdf(bytes)) throw refuse("the URL did not return a PDF (it does not start with %PDF-)");
+  if (!isPdf(bytes)) throw notPdf();
   return bytes;
+}
+
+/** The length of the `%PDF-` a PDF starts with. */
+const pdfMagicLength = 5;
+
+function notPdf(): GatewayError {
+  return refuse("the URL did not return a PDF (it does not start with %PDF-)");
 }
 
 function tooLarge(maxBytes: number): GatewayError {

@@ -358,6 +358,13 @@ describe("SSRF-safe PDF fetch", () => {
           .end();
       if (request.url === "/doc.pdf") return void response.end(pdf);
       if (request.url === "/not-a-pdf") return void response.end("<html></html>");
+      if (request.url === "/endless-page") {
+        // A page that is no PDF and never ends: its first bytes, then 1 KiB every 10 ms.
+        response.write("<html><body>");
+        const timer = setInterval(() => response.write(Buffer.alloc(1024, 0x20)), 10);
+        response.on("close", () => clearInterval(timer));
+        return;
+      }
       if (request.url === "/big") return void response.end(Buffer.concat([pdf, Buffer.alloc(5000)]));
       if (request.url === "/missing") return void response.writeHead(404).end();
       if (request.url === "/slow") return void setTimeout(() => response.end(pdf), 3000);
@@ -786,6 +793,21 @@ describe("SSRF-safe PDF fetch", () => {
   it("asks for the PDF uncompressed (Accept-Encoding: identity), so a server that compresses by default sends it as it is", async () => {
     const bytes = await fetcher()(new URL(`http://127.0.0.3:${allowedPort}/compressed-unless-identity`));
     expect(Buffer.from(bytes).equals(pdf)).toBe(true);
+  });
+
+  it("refuses a body that is no PDF once its first bytes say so, not at the size cap or the deadline", async () => {
+    const started = performance.now();
+    const error = await fetcher(
+      undefined,
+      patientMs,
+    )(new URL(`http://127.0.0.3:${allowedPort}/endless-page`)).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(error instanceof GatewayError ? `${error.code}: ${error.message}` : error).toBe(
+      "BAD_REQUEST: the URL did not return a PDF (it does not start with %PDF-)",
+    );
+    expect(performance.now() - started).toBeLessThan(patientMs / 2);
   });
 
   it("follows a redirect whose body never ends without reading it to the deadline", async () => {
