@@ -132,6 +132,12 @@ interface MonthSpend {
    */
   flight: CallsInFlight;
   /**
+   * The places held in every count (`flight`, and those of a project deleted under the id still in
+   * flight): the figure stays while any is, so that such a call, when it ends, is known as the
+   * deleted project's (`creationMs`), not counted in a figure started afresh.
+   */
+  places: number;
+  /**
    * The largest cost of one call this instance recorded for the project this month (`add`): its rows
    * may not be written, nor read back in `largestRead`, yet.
    */
@@ -216,7 +222,7 @@ function spendGuard(deps: SpendGuardDeps) {
     const may =
       cache.get(entry.projectId) === entry &&
       entry.loading === undefined &&
-      entry.flight.inFlight === 0 &&
+      entry.places === 0 &&
       Math.abs(entry.unread - entry.written) < negligibleUsd &&
       entry.unpricedUnread === entry.unpricedWritten;
     if (may === entry.mayGo) return;
@@ -288,6 +294,7 @@ function spendGuard(deps: SpendGuardDeps) {
         creationMs: Number.NEGATIVE_INFINITY,
         begunBeforeSeen: false,
         flight: { inFlight: 0, inFlightAbove: 0 },
+        places: 0,
         largestCall: 0,
         largestCallAt: Number.NEGATIVE_INFINITY,
         mayGo: false,
@@ -424,6 +431,7 @@ function spendGuard(deps: SpendGuardDeps) {
     const holdHere = (shared?: () => void): HeldPlace => {
       const flight = entry.flight;
       flight.inFlight++;
+      entry.places++;
       relist(entry);
       let held = true;
       let above = 0;
@@ -432,6 +440,7 @@ function spendGuard(deps: SpendGuardDeps) {
           if (!held) return;
           held = false;
           flight.inFlight--;
+          entry.places--;
           // Its floats summed and taken off again in another order may leave a trace: none is left
           // once no call is in flight.
           flight.inFlightAbove = flight.inFlight === 0 ? 0 : flight.inFlightAbove - above;

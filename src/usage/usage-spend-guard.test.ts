@@ -639,6 +639,81 @@ describe("spend guard", () => {
     await recorder.stop();
   });
 
+  // Both a priced call's place (`price`, counted at its price) and a project created again under the
+  // id (a count of its own) change the calls in flight: the deleted project's priced places count,
+  // are priced and give back in the count they were taken in, never the new project's.
+  it("counts a priced place of a project deleted under the id in its own count, never the new project's", async () => {
+    const { at, guard, recorder } = guardOverRows({ unpricedCallUsd: 0.01 });
+    const place = async (spentUsd: number) => {
+      const held = await guard.holdWithLimits("p1", 1, spentUsd, undefined);
+      if (!held?.price) throw new Error("no place");
+      return held;
+    };
+    // The old project (created the 1st, a cap of 1) holds an image call priced at 0.90, and two
+    // places not yet priced.
+    expect(await guard.monthToDate("p1", "2026-11-01T00:00:00.000Z")).toBe(0);
+    const oldImage = await place(0);
+    expect(oldImage.price?.(0.9)).toBe("counted");
+    const oldDear = await place(0);
+    const oldCheap = await place(0);
+    // Deleted and created again under its id, a cap of 1: nothing spent, nothing of its own in flight.
+    const createdAgain = "2026-11-15T00:00:01.000Z";
+    at.now = new Date("2026-11-15T00:00:02.000Z");
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
+    // The old places, priced now, are judged with the old image call: 0.90 + 0.01 + 0.50 does not
+    // fit, 0.90 + 0.01 + 0.05 does (counted in the old count, 0.04 above the figure).
+    expect(oldDear.price?.(0.5)).toBe("in-flight");
+    oldDear.release();
+    expect(oldCheap.price?.(0.05)).toBe("counted");
+    // The new project's image call of 0.97 fits: neither old price counts against it.
+    const newImage = await place(0);
+    expect(newImage.price?.(0.97)).toBe("counted");
+    // With it in flight (0.97), 3 calls at the floor fit under the cap, not 4.
+    const besides = Array.from({ length: 4 }, () => guard.hold("p1", 1, 0));
+    expect(besides.filter((release) => typeof release === "function")).toHaveLength(3);
+    for (const release of besides) (release as (() => void) | undefined)?.();
+    // The old calls end: their places go from the old count, the new image call still counts.
+    oldImage.release();
+    oldImage.release();
+    oldCheap.release();
+    const newSecond = await place(0);
+    expect(newSecond.price?.(0.5)).toBe("in-flight");
+    newSecond.release();
+    newImage.release();
+    // Nothing left in flight, nothing below 0: the whole cap, 100 calls at the floor, and 0.99 priced.
+    const held = Array.from({ length: 101 }, () => guard.hold("p1", 1, 0));
+    expect(held.filter((release) => typeof release === "function")).toHaveLength(100);
+    for (const release of held) (release as (() => void) | undefined)?.();
+    const last = await place(0);
+    expect(last.price?.(0.99)).toBe("counted");
+    last.release();
+    await recorder.stop();
+  });
+
+  // A project created again starts a count of its own: its figure could go (its own count empty)
+  // while the deleted project's calls were in flight, and one of them ending then was counted in a
+  // figure started afresh, which knew nothing of the creation, against the new project.
+  it("keeps a project's figure while a call of the project deleted under its id is in flight", async () => {
+    let now = new Date("2026-11-15T00:00:00.000Z");
+    const usage = fakeUsageRepository({ spendSince: async () => spent(0) });
+    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000, maxProjects: 2 });
+    expect(await guard.monthToDate("p1", "2026-11-01T00:00:00.000Z")).toBe(0);
+    const oldPlace = guard.hold("p1", 100, 0);
+    expect(oldPlace).toBeTypeOf("function");
+    const createdAgain = "2026-11-15T00:00:01.000Z";
+    now = new Date("2026-11-15T00:00:02.000Z");
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
+    // Other projects need room meanwhile.
+    expect(await guard.monthToDate("a")).toBe(0);
+    expect(await guard.monthToDate("b")).toBe(0);
+    // The old call ends, 3 s long (begun before the creation): its cost is not the new project's.
+    now = new Date("2026-11-15T00:00:03.000Z");
+    guard.add("p1", 5, now, 3000);
+    oldPlace?.();
+    now = new Date("2026-11-15T00:00:05.000Z");
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
+  });
+
   // The largest call was reset only when every cost recorded here predates the new creation: a new
   // project that made calls before its cap was set (no cap, no check, its costs added all the same)
   // kept the deleted one's largest call for the rest of the month.
