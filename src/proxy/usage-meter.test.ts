@@ -992,24 +992,25 @@ describe("usage meter on Responses API calls", () => {
   // The API writes `tool_usage` before the `tools` it echoes (the app's): with eight object-valued
   // keys of that name in their schemas, the response's own was given up on, and a call whose image
   // generation tool ran was priced at its model tokens alone.
+  /** A Responses API answer whose hosted tools ran, echoing the app's one function tool of `properties`. */
+  const responseEchoingTool = (properties: Record<string, unknown>) => ({
+    id: "resp_1",
+    object: "response",
+    model: "gpt-5",
+    output: [],
+    tool_usage: { image_gen: { input_tokens: 50, output_tokens: 4160, total_tokens: 4210 } },
+    tools: [{ type: "function", name: "f", strict: false, parameters: { type: "object", properties } }],
+    usage,
+  });
+
   // Each null-valued key of that name in the app's tool schemas (`{"p0":{"tool_usage":null},…}`)
   // was checked, without a bound, for being the answer's own by reading its siblings to their end:
   // quadratic in their number, a 450 KB body of them held the event loop for ~20 seconds.
   it("reads the usage past any number of null-valued keys of its names in the app's tool schemas, in linear time", () => {
-    const answer = (keys: number, name: string) => {
-      const properties = Object.fromEntries(
-        Array.from({ length: keys }, (_, index) => [`p${index}`, { [name]: null }]),
+    const answer = (keys: number, name: string) =>
+      responseEchoingTool(
+        Object.fromEntries(Array.from({ length: keys }, (_, index) => [`p${index}`, { [name]: null }])),
       );
-      return {
-        id: "resp_1",
-        object: "response",
-        model: "gpt-5",
-        output: [],
-        tool_usage: { image_gen: { input_tokens: 50, output_tokens: 4160, total_tokens: 4210 } },
-        tools: [{ type: "function", name: "f", strict: false, parameters: { type: "object", properties } }],
-        usage,
-      };
-    };
     const json = (keys: number, name: string) => JSON.stringify(answer(keys, name));
     const event = (keys: number, name: string) =>
       `event: response.completed\ndata: ${JSON.stringify({ type: "response.completed", response: answer(keys, name) })}\n\n`;
@@ -1044,15 +1045,7 @@ describe("usage meter on Responses API calls", () => {
         { type: "object", properties: { tool_usage: {} } },
       ]),
     );
-    const answer = {
-      id: "resp_1",
-      object: "response",
-      model: "gpt-5",
-      output: [],
-      tool_usage: { image_gen: { input_tokens: 50, output_tokens: 4160, total_tokens: 4210 } },
-      tools: [{ type: "function", name: "f", strict: false, parameters: { type: "object", properties } }],
-      usage,
-    };
+    const answer = responseEchoingTool(properties);
     const json = JSON.stringify(answer);
     const event = `event: response.completed\ndata: ${JSON.stringify({ type: "response.completed", response: answer })}\n\n`;
     expect(meter("provider-a", json, false, [], "post", true).usage).toEqual({
