@@ -46,11 +46,13 @@ describe("the PDF fetch's deadline under garbage collection", () => {
   let port = 0;
 
   beforeAll(async () => {
-    // Headers at once, then a byte every 50 ms: never idle long enough for the body timeout. The
-    // warm-up's PDF is answered whole.
+    // Headers and a PDF's first bytes at once (a body that is no PDF is refused once they are in),
+    // then a byte every 50 ms: never idle long enough for the body timeout. The warm-up's PDF is
+    // answered whole.
     server = createServer((request, response) => {
       if (request.url === "/small.pdf") return void response.end("%PDF-1.4\n");
       response.writeHead(200, { "content-type": "application/pdf" });
+      response.write("%PDF-1.4\n");
       const timer = setInterval(() => response.write("%"), 50);
       response.on("close", () => clearInterval(timer));
     });
