@@ -5,10 +5,13 @@ import type { UsageRecord, usageColumns } from "../storage/usage-repository.js";
 /** The message of the log lines that hold dropped usage rows' contents (usage-recorder-reports.ts). */
 export const droppedRowsContents = "usage rows dropped: their contents";
 
-type UsageColumn = (typeof usageColumns)[number];
+export type UsageColumn = (typeof usageColumns)[number];
 
-/** What each column's values are in a contents line, besides null (every column's type must be named). */
-const columnTypes: Record<UsageColumn, "string" | "number"> = {
+/**
+ * What each column's values are in a contents line, besides null (every column's type must be
+ * named): what the import checks, and what the log's order of the columns alternates.
+ */
+export const columnTypes: Record<UsageColumn, "string" | "number"> = {
   request_id: "string",
   project_id: "string",
   key_id: "string",
@@ -113,12 +116,14 @@ export async function importDroppedRows(
     const problem = columnsProblem(columns);
     const names = (Array.isArray(columns) && problem === undefined ? columns : []) as UsageColumn[];
     // Each batch holds rows of the same columns: one statement inserts them.
-    if (names.join(",") !== batchColumns || batch.length + rows.length > batchRows) await write();
-    batchColumns = names.join(",");
+    const lineColumns = names.join(",");
+    if (lineColumns !== batchColumns || batch.length + rows.length > batchRows) await write();
+    batchColumns = lineColumns;
+    const requestIdAt = Array.isArray(columns) ? columns.indexOf("request_id") : -1;
     for (const values of rows) {
       // The request id, when the row's values fit its line's columns (known or not).
       const fits = Array.isArray(values) && Array.isArray(columns) && values.length === columns.length;
-      const id = fits ? values[columns.indexOf("request_id")] : undefined;
+      const id = fits ? values[requestIdAt] : undefined;
       const requestId = typeof id === "string" && id !== "" ? id : undefined;
       const refuse = (reason: string) =>
         summary.refused.push({ line: number, ...(requestId === undefined ? {} : { requestId }), reason });

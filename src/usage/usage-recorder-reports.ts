@@ -4,8 +4,8 @@ import {
   createSuppressionWindows,
   type SuppressionWindowsRegistry,
 } from "../observability/suppression-windows.js";
-import type { UsageRecord, usageColumns } from "../storage/usage-repository.js";
-import { droppedRowsContents } from "./usage-import.js";
+import { type UsageRecord, usageColumns } from "../storage/usage-repository.js";
+import { columnTypes, droppedRowsContents, type UsageColumn } from "./usage-import.js";
 import { type RefusalReason, refusalKey, refusalReason, type UsageRecorderDeps } from "./usage-recorder.js";
 
 /** Distinct reasons for failed usage writes logged per outage; the attempts are all counted. */
@@ -123,40 +123,26 @@ export function usageRecorderReports(
 
 /**
  * The table's columns in the order a contents line writes them (the line names it, and the import
- * maps each line by its own): each text column is followed by a number's, never by another text.
+ * maps each line by its own): the text columns and the number columns (`columnTypes`) in turn, each
+ * in the table's order, so a text is followed by a number, never by another text (11 of each).
  * The log's redaction takes a string after a credential header's name in a list for that header's
  * value (`rawHeaders`): in the table's order, a project id such as `cookie` or `authorization` had
  * the key id after it written `[redacted]`, and imported so.
  */
-const loggedColumns = [
-  "request_id",
-  "status",
-  "project_id",
-  "input_tokens",
-  "key_id",
-  "output_tokens",
-  "endpoint",
-  "cached_tokens",
-  "provider",
-  "reasoning_tokens",
-  "model",
-  "cost_usd",
-  "error_code",
-  "latency_ms",
-  "outcome",
-  "ttfb_ms",
-  "auth_method",
-  "streamed",
-  "client_ip",
-  "requests",
-  "created_at",
-  "provider_answered",
-] as const satisfies ReadonlyArray<(typeof usageColumns)[number]>;
-/** Every column of the table is written (a type error here names one left out). */
-const everyColumnLogged: Exclude<(typeof usageColumns)[number], (typeof loggedColumns)[number]> extends never
-  ? true
-  : never = true;
-void everyColumnLogged;
+const loggedColumns: readonly UsageColumn[] = alternated(
+  usageColumns.filter((column) => columnTypes[column] === "string"),
+  usageColumns.filter((column) => columnTypes[column] === "number"),
+);
+
+/** `texts` and `numbers` taken in turn, a text first, the longer's rest after. */
+function alternated(texts: readonly UsageColumn[], numbers: readonly UsageColumn[]): UsageColumn[] {
+  const columns: UsageColumn[] = [];
+  for (let at = 0; at < Math.max(texts.length, numbers.length); at++) {
+    if (at < texts.length) columns.push(texts[at] as UsageColumn);
+    if (at < numbers.length) columns.push(numbers[at] as UsageColumn);
+  }
+  return columns;
+}
 
 /** Rows of one line of dropped rows' contents: ~200 bytes each, a line well under the 16 KB a log copier reads at once. */
 const rowsPerLine = 25;
