@@ -607,11 +607,11 @@ function sqliteSpendReads(db: Kysely<Database>) {
     const begun = (await spendTopQuery(0).execute(db)).rows[0];
     const upTo = Number(begun?.top ?? 0);
     const sums: SpendSums = { total: noCost, largestUsd: 0, unpricedCalls: 0 };
+    const begunAt = fromCreation ? from : undefined;
     for (let start: string | undefined = from; start !== undefined; ) {
       if (start !== from) await giveBackLoop();
       const end = await sliceEnd(db, projectId, start);
-      const begun = fromCreation ? from : undefined;
-      add(sums, (await spendSliceQuery(projectId, start, end, upTo, begun).execute(db)).rows[0]);
+      add(sums, (await spendSliceQuery(projectId, start, end, upTo, begunAt).execute(db)).rows[0]);
       start = end;
     }
     return inTurn(async () => {
@@ -758,10 +758,10 @@ function toSums(rows: ReportRow[]): ReportSums[] {
 async function slicedReport(reader: Kysely<Database>, query: UsageQuery): Promise<ReportSums[]> {
   const groups = boundedGroups(query.limit);
   let from = query.from;
+  const begun = query.fromCreation ? query.from : undefined;
   while (from < query.to) {
     if (from !== query.from) await new Promise((resolve) => setImmediate(resolve));
     const end = (await sliceEnd(reader, query.projectId, from, query.to)) ?? query.to;
-    const begun = query.fromCreation ? query.from : undefined;
     for (const row of toSums(
       await reportQuery(reader, { ...query, from, to: end }, false, begun).execute(),
     )) {
