@@ -514,6 +514,12 @@ export const settings = {
     "8",
     "PDF fetches by URL (/v1/pdf) running at once on this instance, each holding up to SLUICE_MAX_PDF_BYTES of its PDF for up to SLUICE_PDF_FETCH_TIMEOUT_MS (160 MiB in all with the defaults); one more is answered 503 `SERVICE_UNAVAILABLE` (`Retry-After: 5`) before any lookup or connection",
   ),
+  maxPdfFetchesPerProject: setting(
+    "SLUICE_MAX_PDF_FETCHES_PER_PROJECT",
+    integer(1),
+    undefined,
+    "of SLUICE_MAX_PDF_FETCHES, the fetches one project runs at once on this instance, so that a project whose PDF hosts are slow leaves the other places to the other projects; its one more is answered 429 `TOO_MANY_REQUESTS` (`Retry-After: 1`) before any lookup or connection (unset: half of SLUICE_MAX_PDF_FETCHES, rounded up, 4 of the default 8; set it to SLUICE_MAX_PDF_FETCHES where one project is the only one)",
+  ),
   maxBufferedBodyBytes: setting(
     "SLUICE_MAX_BUFFERED_BODY_BYTES",
     bytes(0),

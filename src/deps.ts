@@ -58,7 +58,11 @@ import { closedWhileWaiting, type OpenDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
 import { createProjectRepository } from "./storage/project-repository.js";
 import { createUsageRepository } from "./storage/usage-repository.js";
-import { createSafePdfFetcher, type FetchPdf } from "./structured/safe-pdf-fetch.js";
+import {
+  createSafePdfFetcher,
+  defaultMaxFetchesPerProject,
+  type FetchPdf,
+} from "./structured/safe-pdf-fetch.js";
 import { createSharedCallsInFlight } from "./usage/shared-calls-in-flight.js";
 import { createSpendGuard } from "./usage/spend-guard.js";
 import { createUsageRecorder } from "./usage/usage-recorder.js";
@@ -516,6 +520,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
             maxBytes: config.maxPdfBytes,
             timeoutMs: config.pdfFetchTimeoutMs,
             maxFetches: config.maxPdfFetches,
+            maxFetchesPerProject:
+              config.maxPdfFetchesPerProject ?? defaultMaxFetchesPerProject(config.maxPdfFetches),
             // The client is told only that the host has no public address: the log says why.
             logRefusedHost: (facts) => logger.debug(facts, "PDF URL host refused"),
           }),

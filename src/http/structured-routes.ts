@@ -69,7 +69,7 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
       }
       const model = chooseModel(call.project, call.provider, kind);
       const schema = usableSchema(call.project, call.provider, model, kind);
-      const input = await parseInput(deps, kind, value, call.provider, signal, context.requestId, share);
+      const input = await parseInput(deps, kind, value, call, signal, context.requestId, share);
       soFar.model = model;
       // Only the project's admin can change a schema the provider refuses: the operator hears of it.
       const noteSchemaRefusal = (error: unknown): void => {
@@ -194,13 +194,15 @@ async function parseInput(
   deps: StructuredRouteDeps,
   kind: AnalysisKind,
   value: string,
-  provider: ProviderId,
+  /** The call's project and provider (a PDF fetched by URL takes a place of the project's share). */
+  call: { project: Project; provider: ProviderId },
   /** Stops a PDF fetch by URL: the client left. */
   signal: AbortSignal,
   requestId: string,
   /** The call's share of the body budget, where a fetched PDF is counted (503 past it). */
   share: BodyShare,
 ): Promise<AnalysisInput> {
+  const { provider } = call;
   if (kind === "text") return { kind, text: value };
   if (kind === "vision") {
     const image = parseImageInput(value, { maxBytes: deps.maxImageBytes, provider });
@@ -214,7 +216,7 @@ async function parseInput(
     return { kind, bytes: pdf.bytes };
   }
   const hold = fetchedPdfHold(share);
-  const bytes = await deps.fetchPdf(pdf.url, signal, requestId, hold);
+  const bytes = await deps.fetchPdf(pdf.url, signal, requestId, hold, call.project.id);
   // All of it, once fetched (nothing more from a fetcher that counted it as it arrived).
   hold.received(bytes.length);
   requirePdfWithinLimits(provider, bytes);

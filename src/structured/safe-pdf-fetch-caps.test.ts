@@ -47,6 +47,7 @@ describe("the PDF fetcher's caps on work in flight", () => {
 
   const fetcherWith = (options: {
     maxFetches?: number;
+    maxFetchesPerProject?: number;
     timeoutMs: number;
     lookup?: (host: string) => Promise<Addresses>;
   }) =>
@@ -99,6 +100,66 @@ describe("the PDF fetcher's caps on work in flight", () => {
     // A refusal and a failure give their places back as a success does.
     expect(await outcome(fetchPdf(new URL(`http://127.0.0.1:${port}/doc.pdf`)))).toBe("ok");
     expect(await outcome(fetchPdf(new URL(`http://127.0.0.1:${port}/doc.pdf`)))).toBe("ok");
+  });
+
+  // One project's clients naming slow PDF hosts held every place, and every other project's PDF URL
+  // was answered 503 until their deadline (docs/decisions/0060).
+  it("answers a project's fetch beyond its share 429 with Retry-After, before any lookup or connection, while another project's runs", async () => {
+    let lookups = 0;
+    const fetchPdf = fetcherWith({
+      maxFetches: 3,
+      maxFetchesPerProject: 2,
+      timeoutMs: 5000,
+      lookup: async () => {
+        lookups++;
+        return [{ address: "127.0.0.1", family: 4 }];
+      },
+    });
+    requests.length = 0;
+    const holders = [new AbortController(), new AbortController()];
+    const held = holders.map((holder) =>
+      outcome(
+        fetchPdf(new URL(`http://127.0.0.1:${port}/hold`), holder.signal, undefined, undefined, "greedy"),
+      ),
+    );
+    await vi.waitFor(() => expect(requests).toEqual(["/hold", "/hold"]), { timeout: 5000, interval: 5 });
+
+    const error = await fetchPdf(
+      new URL(`http://pdf.example:${port}/doc.pdf`),
+      undefined,
+      "req-1",
+      undefined,
+      "greedy",
+    ).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(described(error)).toBe(
+      "TOO_MANY_REQUESTS: This project has 2 PDF fetches running on this instance, the most one project may run at once (SLUICE_MAX_PDF_FETCHES_PER_PROJECT); retry when one ends (Retry-After 1)",
+    );
+    expect((error as GatewayError).status).toBe(429);
+    expect(lookups).toBe(0);
+    // The third place is another project's, or a fetch that names none.
+    expect(
+      await outcome(
+        fetchPdf(new URL(`http://pdf.example:${port}/doc.pdf`), undefined, undefined, undefined, "other"),
+      ),
+    ).toBe("ok");
+    expect(await outcome(fetchPdf(new URL(`http://pdf.example:${port}/doc.pdf`)))).toBe("ok");
+
+    // A refused URL gives the project's place back, as the instance's (before its wait, decision 0047).
+    holders[0]!.abort(new Error("The client disconnected"));
+    expect(await held[0]).toBe("BAD_REQUEST: fetching the PDF was cancelled");
+    expect(
+      await outcome(fetchPdf(new URL("http://10.0.0.1/doc.pdf"), undefined, undefined, undefined, "greedy")),
+    ).toBe(`BAD_REQUEST: the PDF URL's host has no public address`);
+    expect(
+      await outcome(
+        fetchPdf(new URL(`http://pdf.example:${port}/doc.pdf`), undefined, undefined, undefined, "greedy"),
+      ),
+    ).toBe("ok");
+    holders[1]!.abort(new Error("The client disconnected"));
+    expect(await held[1]).toBe("BAD_REQUEST: fetching the PDF was cancelled");
   });
 
   it("refuses a PDF whose Content-Length is over the cap (413) without waiting for its body", async () => {

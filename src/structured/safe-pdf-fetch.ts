@@ -42,6 +42,21 @@ export interface SafePdfFetcherOptions {
    * is answered 503. Each may hold up to `maxBytes` until `timeoutMs`. Unset: no cap.
    */
   maxFetches?: number;
+  /**
+   * Of those, the fetches one project runs at once (`SLUICE_MAX_PDF_FETCHES_PER_PROJECT`); one more
+   * of its own is answered 429, so that a project whose PDF hosts are slow cannot take every place
+   * and have every other project's PDF URL answered 503 (docs/decisions/0060). Counted for a fetch
+   * whose caller names its project. Unset: no cap but `maxFetches`.
+   */
+  maxFetchesPerProject?: number;
+}
+
+/**
+ * The default of `SLUICE_MAX_PDF_FETCHES_PER_PROJECT`: half the places, rounded up (4 of the default
+ * 8), so that one project leaves the other half to the rest.
+ */
+export function defaultMaxFetchesPerProject(maxFetches: number): number {
+  return Math.ceil(maxFetches / 2);
 }
 
 /**
@@ -91,8 +106,10 @@ export interface RefusedHost {
  * fetch refuses, is refused on any hop); size and time are capped, the time cap covering every
  * hop's DNS lookup and connection (TLS handshake included) too; the content must start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap). The caller's
  * `signal` (the client left) stops the fetch at once, wherever it is, as the deadline does. At most
- * `maxFetches` run at once: one more is 503 SERVICE_UNAVAILABLE, the gateway's capacity. Host
- * lookups (`resolveHost`: c-ares, on the event loop) run side by side, each stopped with its fetch.
+ * `maxFetches` run at once: one more is 503 SERVICE_UNAVAILABLE, the gateway's capacity; and at most
+ * `maxFetchesPerProject` of one project: one more of its own is 429 TOO_MANY_REQUESTS, checked
+ * first. Host lookups (`resolveHost`: c-ares, on the event loop) run side by side, each stopped with
+ * its fetch.
  */
 export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const resolve =
@@ -103,7 +120,10 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const protocols = options.allowedProtocols ?? ["https:"];
   const maxRedirects = 3;
   const maxFetches = options.maxFetches ?? Number.POSITIVE_INFINITY;
+  const maxFetchesPerProject = options.maxFetchesPerProject ?? Number.POSITIVE_INFINITY;
   let fetchesRunning = 0;
+  /** The fetches running of each project that has any (an entry goes with its last fetch). */
+  const runningOf = new Map<string, number>();
 
   /**
    * `leave` gives the fetch's place among `maxFetches` back: a refusal does so before it waits for
@@ -190,25 +210,35 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
 
   /**
    * `requestId` names the request in what `logRefusedHost` is told; `hold` counts the PDF's bytes as
-   * they arrive (the call's share of the body budget), and stops the fetch when they do not fit.
+   * they arrive (the call's share of the body budget), and stops the fetch when they do not fit;
+   * `projectId` names the project whose share of the places (`maxFetchesPerProject`) the fetch takes.
    */
   return async function fetchPdf(
     start: URL,
     signal?: AbortSignal,
     requestId?: string,
     hold?: FetchedBytesHold,
+    projectId?: string,
   ): Promise<Uint8Array> {
     // Counted until the fetch has settled (its connection is destroyed then, and what it read is
     // either its caller's or garbage), or until a refusal's wait for `refusalFloorMs` begins, which
     // holds neither: held through it, a flood of refused URLs kept the places taken.
+    const projectRunning = projectId === undefined ? 0 : (runningOf.get(projectId) ?? 0);
+    // Checked first: a project over its own share is told so (429), not that the instance is full.
+    if (projectRunning >= maxFetchesPerProject) throw projectBusy(maxFetchesPerProject);
     if (fetchesRunning >= maxFetches)
       throw busy("Too many PDF fetches are running on this instance (SLUICE_MAX_PDF_FETCHES)");
     fetchesRunning++;
+    if (projectId !== undefined) runningOf.set(projectId, projectRunning + 1);
     let left = false;
     const leave = () => {
       if (left) return;
       left = true;
       fetchesRunning--;
+      if (projectId === undefined) return;
+      const running = (runningOf.get(projectId) ?? 1) - 1;
+      if (running > 0) runningOf.set(projectId, running);
+      else runningOf.delete(projectId);
     };
     try {
       return await fetchWithDeadline(start, leave, signal, requestId, hold);
@@ -384,6 +414,19 @@ function busy(message: string): GatewayError {
     headers: { "retry-after": "5" },
     details: { retryable: true },
   });
+}
+
+/**
+ * A project's own share of the places is taken (429, its doing, not the instance's): a place comes
+ * back when one of its fetches ends, so `Retry-After: 1` and no RateLimit fields, which describe a
+ * quota over a window (as the calls in flight under a spend cap, docs/decisions/0056).
+ */
+function projectBusy(limit: number): GatewayError {
+  return new GatewayError(
+    "TOO_MANY_REQUESTS",
+    `This project has ${limit} PDF fetches running on this instance, the most one project may run at once (SLUICE_MAX_PDF_FETCHES_PER_PROJECT); retry when one ends`,
+    { headers: { "retry-after": "1" } },
+  );
 }
 
 function refuse(message: string): GatewayError {
