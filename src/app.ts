@@ -13,7 +13,14 @@ import { methodNotForwarded } from "./http/proxy-routes.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { onceAnswerCloses } from "./http/queued-answers.js";
 import { type Handler, type Lookup, type RequestContext, Router } from "./http/router.js";
-import { closeIfBodyUnread, lingeringClose, sendError, sendRawError, setHeaders } from "./http/send.js";
+import {
+  closeIfBodyUnread,
+  lingeringClose,
+  providerBIdHeader,
+  sendError,
+  sendRawError,
+  setHeaders,
+} from "./http/send.js";
 import {
   configuredSecretHeld,
   configuredSecretStartsRedaction,
@@ -333,9 +340,12 @@ export function createApp(deps: AppDeps): App {
         logger.debug({ code }, "malformed body after its answer: connection closed");
         return;
       }
-      // Still pending here, the response is the refused request's own: Node read its head.
-      const cors = pending ? corsHeadersOf(pending.req) : null;
-      const status = sendRawError(socket, clientErrorOf(error), requestId, cors);
+      // Still pending here, the response is the refused request's own: Node read its head, and its
+      // path says whether the answer takes CORS headers and provider B's `request-id`, as any other.
+      const extra = pending
+        ? { ...corsHeadersOf(pending.req), ...providerBIdHeader(pending.req.url ?? "/", requestId) }
+        : null;
+      const status = sendRawError(socket, clientErrorOf(error), requestId, extra);
       metrics.observeRequest("malformed", "none", status, 0);
       logger.debug({ requestId, status, code }, "malformed request");
     };

@@ -114,16 +114,28 @@ export function setHeaders(response: ServerResponse, headers: Record<string, str
 /**
  * Renders any thrown value as the error envelope; a response already under way is cut instead.
  * Every error answer of Sluice's own goes through here, on any route, whether the router found one
- * or not: on provider B's paths the id is also sent as `request-id`, the one header the Anthropic
- * SDK reads it from (its errors' `requestID`), so an app can quote Sluice's id from the SDK's error.
- * Provider B's own answers, passed through, keep the provider's (docs/proxy.md, "Headers").
+ * or not, but those written straight to the connection (`sendRawError`): on provider B's paths the
+ * id is also sent as `request-id` (`providerBIdHeader`).
  */
 export function sendError(response: ServerResponse, error: unknown, requestId: string): number {
   const { status, body, headers } = renderError(error, requestId);
-  const sent: Record<string, string> = { ...headers, "x-request-id": requestId };
-  if (originForm(response.req.url ?? "/").startsWith(providerBPaths)) sent["request-id"] = requestId;
+  const sent: Record<string, string> = {
+    ...headers,
+    "x-request-id": requestId,
+    ...providerBIdHeader(response.req.url ?? "/", requestId),
+  };
   sendJson(response, status, body, sent);
   return status;
+}
+
+/**
+ * `request-id` for an error answer of Sluice's own to a request for `target` on provider B's paths
+ * (null elsewhere): the one header the Anthropic SDK reads an id from (its errors' `requestID`), so
+ * an app can quote Sluice's id from the SDK's error. Provider B's own answers, passed through, keep
+ * the provider's (docs/proxy.md, "Headers").
+ */
+export function providerBIdHeader(target: string, requestId: string): Record<string, string> | null {
+  return originForm(target).startsWith(providerBPaths) ? { "request-id": requestId } : null;
 }
 
 /** Provider B's proxy paths (`/v1/provider-b/{projectId}/…`). */
