@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { createSafePdfFetcher, type SafePdfFetcherOptions } from "../../src/structured/safe-pdf-fetch.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { type HeldUpload, openUpload, until } from "../support/held-upload.js";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
@@ -9,6 +9,20 @@ import {
   type TestGateway,
   type TestProject,
 } from "../support/test-gateway.js";
+
+/** The options of every fetcher built (the gateway's own, when no fetcher is injected). */
+const built = vi.hoisted(() => [] as SafePdfFetcherOptions[]);
+
+vi.mock("../../src/structured/safe-pdf-fetch.js", async (importOriginal) => {
+  const original = await importOriginal<typeof import("../../src/structured/safe-pdf-fetch.js")>();
+  return {
+    ...original,
+    createSafePdfFetcher(options: SafePdfFetcherOptions) {
+      built.push(options);
+      return original.createSafePdfFetcher(options);
+    },
+  };
+});
 
 const schema = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] };
 const maxFetches = 4;
@@ -125,4 +139,26 @@ describe("the PDF fetch places shared between projects", () => {
     expect((await again.answer).status).toBe(200);
     for (const call of [fetched, again]) call.socket.destroy();
   });
+});
+
+describe("SLUICE_MAX_PDF_FETCHES_PER_PROJECT", () => {
+  it.each([
+    [{}, 8, 4],
+    [{ maxPdfFetches: 5 }, 5, 3],
+    [{ maxPdfFetches: 1 }, 1, 1],
+    [{ maxPdfFetches: 6, maxPdfFetchesPerProject: 2 }, 6, 2],
+  ] as const)(
+    "builds the gateway's fetcher with the share set or its default (%o)",
+    async (settings, total, share) => {
+      built.length = 0;
+      const sluice = await startTestGateway(settings);
+      try {
+        expect(
+          built.map(({ maxFetches, maxFetchesPerProject }) => ({ maxFetches, maxFetchesPerProject })),
+        ).toEqual([{ maxFetches: total, maxFetchesPerProject: share }]);
+      } finally {
+        await sluice.close();
+      }
+    },
+  );
 });
