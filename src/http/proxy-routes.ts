@@ -176,7 +176,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
  * left as it was: counted at the month's largest call, priced by its answer.
  */
 async function holdToImagePrice(
-  priceKnown: (costUsd: number) => void,
+  priceKnown: (costUsd: number) => void | Promise<void>,
   adapter: ProviderAdapter,
   method: string | undefined,
   path: string,
@@ -189,7 +189,7 @@ async function holdToImagePrice(
   if (model === null) return;
   const asked = facts.requestedImages(imageCall);
   const price = imagePriceBeforeCall(adapter.id, model, asked instanceof Promise ? await asked : asked);
-  if (price !== null) priceKnown(price);
+  if (price !== null) await priceKnown(price);
 }
 
 /**
