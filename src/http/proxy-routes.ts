@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { GatewayError, isGatewayError } from "../errors.js";
 import { isSuccessStatus } from "../net/success-status.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { ImageCall } from "../providers/image-calls.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import { providerPathProblem, proxyMethods, safeProviderPath } from "../providers/provider-adapter.js";
 import { isProviderId, type ProviderId } from "../providers/provider-id.js";
@@ -92,7 +93,12 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           facts = sent.facts;
           // A capped project's image generation whose price the table gives before it runs is held
           // to it, as a /v1/image call is (decision 0042, amended): refused here, nothing sent.
-          if (call.priceKnown) await holdToImagePrice(call.priceKnown, adapter, request.method, path, facts);
+          // Only an image call waits for it: another capped call goes on at once.
+          const imageCall = call.priceKnown
+            ? (adapter.imageCall?.(request.method ?? "GET", path) ?? null)
+            : null;
+          if (call.priceKnown && imageCall !== null)
+            await holdToImagePrice(call.priceKnown, adapter.id, imageCall, facts);
           sending = true;
           const result = await forward(deps.pools, {
             adapter,
@@ -169,26 +175,23 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
 
 /**
  * Tells `priceKnown` (`AdmittedCall.priceKnown`, a capped call's) the price of an image generation
- * the pricing table gives before it runs (`imagePriceBeforeCall`: the model the provider reads from
- * the body or path, and the n, size and quality asked for), which throws the cap's 403 or the calls
- * in flight's 429 when it does not fit. Any other call, and one whose price is not known before its
- * answer (a body that does not read, a model priced by the token or not in the table, `auto`), is
- * left as it was: counted at the month's largest call, priced by its answer.
+ * (`imageCall`, the adapter's) the pricing table gives before it runs (`imagePriceBeforeCall`: the
+ * model the provider reads from the body or path, and the n, size and quality asked for), which
+ * throws the cap's 403 or the calls in flight's 429 when it does not fit. One whose price is not
+ * known before its answer (a body that does not read, a model priced by the token or not in the
+ * table, `auto`) is left as it was: counted at the month's largest call, priced by its answer.
  */
 async function holdToImagePrice(
   priceKnown: (costUsd: number) => void | Promise<void>,
-  adapter: ProviderAdapter,
-  method: string | undefined,
-  path: string,
+  provider: ProviderId,
+  imageCall: ImageCall,
   facts: RequestFacts,
 ): Promise<void> {
-  const imageCall = adapter.imageCall?.(method ?? "GET", path) ?? null;
-  if (imageCall === null) return;
   const named = facts.imageModel(imageCall);
   const model = named instanceof Promise ? await named : named;
   if (model === null) return;
   const asked = facts.requestedImages(imageCall);
-  const price = imagePriceBeforeCall(adapter.id, model, asked instanceof Promise ? await asked : asked);
+  const price = imagePriceBeforeCall(provider, model, asked instanceof Promise ? await asked : asked);
   if (price !== null) await priceKnown(price);
 }
 
