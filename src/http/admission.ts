@@ -120,9 +120,10 @@ export interface AdmittedCall {
    * before anything goes to the provider: under a spend cap the call counts in flight at it
    * (`SpendGuard`'s `HeldPlace.price`), or is refused, thrown: 403 `FORBIDDEN` when the month's
    * spend and the price pass the cap, the calls in flight's 429 when only the calls in flight with
-   * them do. Only under a cap (a capped call holds a place): absent, nothing counts the price.
+   * them do. Only under a cap (a capped call holds a place): absent, nothing counts the price. A
+   * promise when the place is in Redis (decided there for every instance, one script).
    */
-  priceKnown?: (costUsd: number) => void;
+  priceKnown?: (costUsd: number) => void | Promise<void>;
   /** Writes the usage row for a call that failed with `error` after admission. */
   fail(
     error: unknown,
@@ -840,7 +841,12 @@ function pricedUnderCap(
   capUsd: number | null,
 ): AdmittedCall {
   if (price && capUsd !== null)
-    call.priceKnown = (costUsd) => refuseOverPrice(price(costUsd), capUsd, costUsd);
+    call.priceKnown = (costUsd) => {
+      const verdict = price(costUsd);
+      return verdict instanceof Promise
+        ? verdict.then((decided) => refuseOverPrice(decided, capUsd, costUsd))
+        : refuseOverPrice(verdict, capUsd, costUsd);
+    };
   return call;
 }
 

@@ -2,9 +2,11 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { GatewayError, isGatewayError } from "../errors.js";
 import { isSuccessStatus } from "../net/success-status.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { ImageCall } from "../providers/image-calls.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import { providerPathProblem, proxyMethods, safeProviderPath } from "../providers/provider-adapter.js";
 import { isProviderId, type ProviderId } from "../providers/provider-id.js";
+import { imagePriceBeforeCall } from "../proxy/call-cost.js";
 import { failedAfterSuccess, forward, type UpstreamPools } from "../proxy/forward.js";
 import type { GeneratedImages } from "../proxy/generated-images.js";
 import { RequestFacts } from "../proxy/request-facts.js";
@@ -79,6 +81,8 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         // What the request named, kept for the failure row: a call that fails once its body was read
         // (a provider timeout, say) still names its model.
         let facts: RequestFacts | null = null;
+        // Whether the request went on to the provider: one refused before (its price) sent nothing.
+        let sending = false;
         // Given back when the body is sent (RequestFacts.release, a body over 64 KiB) or the call ends.
         const share = deps.bodyBudget.share();
         try {
@@ -87,6 +91,15 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           if (adapter.requiresJson && !untypedAction(request, path)) requireJsonContentType(request);
           const sent = await readProxiedBody(request, response, adapter, path, deps.maxBodyBytes, share);
           facts = sent.facts;
+          // A capped project's image generation whose price the table gives before it runs is held
+          // to it, as a /v1/image call is (decision 0042, amended): refused here, nothing sent.
+          // Only an image call waits for it: another capped call goes on at once.
+          const imageCall = call.priceKnown
+            ? (adapter.imageCall?.(request.method ?? "GET", path) ?? null)
+            : null;
+          if (call.priceKnown && imageCall !== null)
+            await holdToImagePrice(call.priceKnown, adapter.id, imageCall, facts);
+          sending = true;
           const result = await forward(deps.pools, {
             adapter,
             projectId: call.project.id,
@@ -141,9 +154,11 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           else {
             const model = facts.model();
             // A 2xx the provider cut before any of its body came through: billed all the same.
-            const spend = failedAfterSuccess(error)
-              ? { usage: null, costUsd: null, providerAnswered: true }
-              : undefined;
+            const spend = !sending
+              ? nothingSent
+              : failedAfterSuccess(error)
+                ? { usage: null, costUsd: null, providerAnswered: true }
+                : undefined;
             call.fail(error, adapter.id, model instanceof Promise ? await model : model, spend);
           }
           // The error answer (sent by the app) still reports the limits.
@@ -156,6 +171,28 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
       { writesOwnHeaders: true },
     );
   }
+}
+
+/**
+ * Tells `priceKnown` (`AdmittedCall.priceKnown`, a capped call's) the price of an image generation
+ * (`imageCall`, the adapter's) the pricing table gives before it runs (`imagePriceBeforeCall`: the
+ * model the provider reads from the body or path, and the n, size and quality asked for), which
+ * throws the cap's 403 or the calls in flight's 429 when it does not fit. One whose price is not
+ * known before its answer (a body that does not read, a model priced by the token or not in the
+ * table, `auto`) is left as it was: counted at the month's largest call, priced by its answer.
+ */
+async function holdToImagePrice(
+  priceKnown: (costUsd: number) => void | Promise<void>,
+  provider: ProviderId,
+  imageCall: ImageCall,
+  facts: RequestFacts,
+): Promise<void> {
+  const named = facts.imageModel(imageCall);
+  const model = named instanceof Promise ? await named : named;
+  if (model === null) return;
+  const asked = facts.requestedImages(imageCall);
+  const price = imagePriceBeforeCall(provider, model, asked instanceof Promise ? await asked : asked);
+  if (price !== null) await priceKnown(price);
 }
 
 /**

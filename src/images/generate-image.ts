@@ -91,7 +91,7 @@ export async function generateImages(
     project: Project;
     provider: ProviderId;
     providerKey: string;
-    priceKnown?: (costUsd: number) => void;
+    priceKnown?: (costUsd: number) => void | Promise<void>;
   },
   request: ImageRequest,
   onBilled: (costUsd: number | null, usage: TokenUsage | null) => void = () => {},
@@ -129,7 +129,10 @@ export async function generateImages(
   // may price them otherwise: gpt-image's `auto` quality has no price until then). A model priced by
   // the token, or not in the table, has none: it counts as decision 0057 says.
   const knownPrice = tokenPriced ? null : costOf(fitted.n);
-  if (knownPrice !== null) call.priceKnown?.(knownPrice);
+  if (knownPrice !== null) {
+    const told = call.priceKnown?.(knownPrice);
+    if (told instanceof Promise) await told;
+  }
   // Each call's images by what its answer names (provider A), else by the request: the same rule
   // whether every call answered or some failed after others were billed.
   const billedCost = (calls: BilledCall[]) =>

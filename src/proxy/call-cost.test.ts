@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { costOfTokens } from "../usage/token-cost.js";
 import { emptyUsage } from "../usage/token-usage.js";
-import { costOfProxiedCall } from "./call-cost.js";
+import { costOfProxiedCall, imagePriceBeforeCall } from "./call-cost.js";
 import { generatedImages } from "./generated-images.js";
 
 const usage = { inputTokens: 1000, outputTokens: 500, cachedInputTokens: 0, reasoningTokens: 0 };
@@ -97,5 +97,29 @@ describe("generatedImages", () => {
       return requested;
     });
     expect(reads).toBe(0);
+  });
+});
+
+describe("imagePriceBeforeCall", () => {
+  const asked = (count: number, size: string | null = null, quality: string | null = null) => ({
+    count,
+    size,
+    quality,
+  });
+
+  it("prices the images asked for at the table's price, as the answer would be priced", () => {
+    expect(imagePriceBeforeCall("provider-a", "gpt-image-1", asked(20, "1536x1024", "high"))).toBe(5);
+    expect(imagePriceBeforeCall("provider-a", "dall-e-3", asked(1))).toBe(0.04);
+    expect(imagePriceBeforeCall("provider-c", "imagen-4.0-generate-001", asked(4))).toBe(0.16);
+  });
+
+  it("has none when the table gives none before the answer", () => {
+    // No model read, a model not in the table, one priced by the token, `auto` or no quality.
+    expect(imagePriceBeforeCall("provider-a", null, asked(1, "1024x1024", "low"))).toBeNull();
+    expect(imagePriceBeforeCall("provider-a", "not-a-model", asked(1, "1024x1024", "low"))).toBeNull();
+    expect(imagePriceBeforeCall("provider-a", "gpt-4o-mini", asked(1, "1024x1024", "low"))).toBeNull();
+    expect(imagePriceBeforeCall("provider-a", "gpt-image-1", asked(1, "1024x1024", "auto"))).toBeNull();
+    expect(imagePriceBeforeCall("provider-a", "gpt-image-1", asked(1, "1024x1024"))).toBeNull();
+    expect(imagePriceBeforeCall("provider-c", "imagen-4.0-ultra-generate-001", asked(4))).toBeNull();
   });
 });

@@ -1,4 +1,5 @@
 import { imageCost } from "../images/image-cost.js";
+import type { RequestedImages } from "../providers/image-calls.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { findModel } from "../usage/model-catalogue.js";
 import { costOfTokens } from "../usage/token-cost.js";
@@ -27,5 +28,29 @@ export function costOfProxiedCall(
     quality: images.quality ?? undefined,
     size: images.size ?? undefined,
     n: images.count,
+  }).costUsd;
+}
+
+/**
+ * The price of a proxied image generation as the pricing table gives it before the call runs, from
+ * what its request asked for (`ImageCall.requested`: n, else the provider's default count; its size
+ * and quality) and the model it names: the rule `costOfProxiedCall` prices the answer by, with the
+ * request's size and quality. Null when the table gives none before the answer: no model read, a
+ * model not in the table, one priced by the token, or a size or quality without a price (gpt-image's
+ * `auto`, or none named where the model has no default).
+ */
+export function imagePriceBeforeCall(
+  provider: ProviderId,
+  model: string | null,
+  requested: RequestedImages,
+): number | null {
+  const catalogued = model === null ? undefined : findModel(provider, model);
+  if (model === null || !catalogued?.imagePricing || catalogued.pricing !== null) return null;
+  return imageCost({
+    provider,
+    model,
+    quality: requested.quality ?? undefined,
+    size: requested.size ?? undefined,
+    n: requested.count,
   }).costUsd;
 }

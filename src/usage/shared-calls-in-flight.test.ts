@@ -382,4 +382,81 @@ describe.skipIf(!redisAvailable)("the spend cap's calls in flight in Redis", () 
       monitor.disconnect();
     }
   });
+
+  // A call of a price known before it runs (an image generation) counted at it on its own instance
+  // only: another counted its place at the largest call's figure, so a second such call, or 89
+  // calls of unknown cost, were admitted there where 45 fit.
+  it("counts a place priced on one instance at its price on every other", async () => {
+    const { keyPrefix, list } = await instances(2);
+    const guards = list.map((shared) =>
+      createSpendGuard({
+        usage: fakeUsageRepository({ spendSince: async () => spent(0.011, 0.011) }),
+        now: () => new Date(),
+        shared,
+      }),
+    );
+    const [one, other] = guards as [(typeof guards)[0], (typeof guards)[0]];
+    for (const guard of guards) expect(await guard.monthToDate("p1")).toBe(0.011);
+    const place = async (guard: typeof one) => {
+      const held = await guard.holdWithLimits("p1", 1, 0.011, undefined);
+      if (!held?.price) throw new Error("no place");
+      return held;
+    };
+    // 0.50 counted on the first instance; another 0.50 on the second would take the month to 1.011.
+    const first = await place(one);
+    expect(await first.price?.(0.5)).toBe("counted");
+    const second = await place(other);
+    expect(await second.price?.(0.5)).toBe("in-flight");
+    second.release();
+    // The second's calls of unknown cost count it too: 45 more (0.011 + 0.50 + 44 x 0.011 = 0.995
+    // before the last), not 89.
+    const unknown = await Promise.all(Array.from({ length: 46 }, () => other.hold("p1", 1, 0.011)));
+    expect(unknown.filter((release) => typeof release === "function")).toHaveLength(45);
+    for (const release of unknown) release?.();
+    // Given back, it counts nowhere: 0.011 + 0.988 fits on the second.
+    first.release();
+    await vi.waitFor(async () => {
+      const last = await place(other);
+      const verdict = await last.price?.(0.988);
+      last.release();
+      expect(verdict).toBe("counted");
+    });
+    const redis = await readyClient();
+    await vi.waitFor(async () => expect(await redis.keys(`${keyPrefix}:*`)).toEqual([]));
+  });
+
+  it("keeps a place's price while its call runs, through renewals and a prices key lost, and repairs one of another type", async () => {
+    const repaired: string[] = [];
+    const { keyPrefix, list } = await instances(2, {
+      placeTtlMs: 300,
+      onKeyRepaired: (key) => repaired.push(key),
+    });
+    const [one, other] = list as [SharedCallsInFlight, SharedCallsInFlight];
+    const figures = { unitNano: 11_000_000, leftNano: 989_000_000 };
+    const place = await one.take("p1", -1, figures);
+    if (!taken(place) || !place.price) throw new Error("no place");
+    expect(await place.price(500_000_000, figures)).toBe("counted");
+    // Three lifetimes later, renewed, it still counts at its price: another 0.50 does not fit.
+    await sleep(900);
+    const probe = async () => {
+      const second = await other.take("p1", -1, figures);
+      if (!taken(second) || !second.price) throw new Error("no place");
+      const verdict = await second.price(500_000_000, figures);
+      second();
+      return verdict;
+    };
+    expect(await probe()).toBe("in-flight");
+    // Its prices key lost (a failover, a manual DEL): the next renewal writes the price again.
+    const redis = await readyClient();
+    await redis.del(`${keyPrefix}:p1:prices`);
+    await vi.waitFor(async () => expect(await redis.hlen(`${keyPrefix}:p1:prices`)).toBe(1));
+    expect(await probe()).toBe("in-flight");
+    // A key of another type where the prices go: deleted and counted afresh, named.
+    await redis.set(`${keyPrefix}:p2:prices`, "not a hash");
+    expect(taken(await other.take("p2", -1, figures))).toBe(true);
+    expect(repaired).toEqual([`${keyPrefix}:p2`]);
+    expect(await redis.type(`${keyPrefix}:p2:prices`)).toBe("none");
+    place();
+    await vi.waitFor(async () => expect(await redis.exists(`${keyPrefix}:p1:prices`)).toBe(0));
+  });
 });

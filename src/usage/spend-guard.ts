@@ -7,7 +7,7 @@ import {
   type UsageRecord,
   type UsageRepository,
 } from "../storage/usage-repository.js";
-import type { SharedCallsInFlight } from "./shared-calls-in-flight.js";
+import type { InFlightFigures, SharedCallsInFlight, SharedPlace } from "./shared-calls-in-flight.js";
 import { defaultUnpricedCallUsd, unpricedCallEstimate } from "./unpriced-call.js";
 
 /** A place held under the cap (`holdWithLimits`), and the limits' decisions when Redis made them with it. */
@@ -31,10 +31,12 @@ interface HeldPlace {
   release: () => void;
   /**
    * The call's price, known before it runs (an image call's n images at the pricing table's price):
-   * the call counts in flight on this instance at the larger of it and the largest call's figure
-   * (`inFlightCallUsd`), if the month's spend, the other calls in flight and it stay within the cap.
+   * the call counts in flight at the larger of it and the largest call's figure (`inFlightCallUsd`),
+   * if the month's spend, the other calls in flight and it stay within the cap. A place in Redis is
+   * priced there, in one script, for every instance (a promise; this instance's count decides while
+   * Redis cannot); one on this instance alone, at once.
    */
-  price: (costUsd: number) => KnownPriceVerdict;
+  price: (costUsd: number) => KnownPriceVerdict | Promise<KnownPriceVerdict>;
 }
 
 /**
@@ -53,6 +55,11 @@ interface CallsInFlight {
    * their price, the others at the figure.
    */
   inFlightAbove: number;
+  /**
+   * The part of `inFlightAbove` of calls priced in Redis too (`SharedPlace.price`): the scripts
+   * count it from there, for every instance, so it is left out of the spend they are given.
+   */
+  sharedAbove: number;
 }
 
 interface MonthSpend {
@@ -293,7 +300,7 @@ function spendGuard(deps: SpendGuardDeps) {
         forgottenBefore: Number.NEGATIVE_INFINITY,
         creationMs: Number.NEGATIVE_INFINITY,
         begunBeforeSeen: false,
-        flight: { inFlight: 0, inFlightAbove: 0 },
+        flight: { inFlight: 0, inFlightAbove: 0, sharedAbove: 0 },
         places: 0,
         largestCall: 0,
         largestCallAt: Number.NEGATIVE_INFINITY,
@@ -325,7 +332,7 @@ function spendGuard(deps: SpendGuardDeps) {
       // costs, though their rows are stamped after it when they end.
       const previous = entry.creationMs;
       entry.creationMs = since === entry.month ? Number.NEGATIVE_INFINITY : sinceMs;
-      if (entry.creationMs > previous) entry.flight = { inFlight: 0, inFlightAbove: 0 };
+      if (entry.creationMs > previous) entry.flight = { inFlight: 0, inFlightAbove: 0, sharedAbove: 0 };
       if (entry.latestUnread < sinceMs) {
         entry.forgottenBefore = sinceMs;
         entry.unread = 0;
@@ -427,14 +434,34 @@ function spendGuard(deps: SpendGuardDeps) {
    */
   function placeUnderCap(projectId: string, capUsd: number, spentUsd: number) {
     const entry = monthOf(projectId, deps.now());
-    const room = roomUnderCap(capUsd, spentUsd + entry.flight.inFlightAbove, inFlightCallUsd(entry));
-    const holdHere = (shared?: () => void): HeldPlace => {
+    const unit = inFlightCallUsd(entry);
+    const room = roomUnderCap(capUsd, spentUsd + entry.flight.inFlightAbove, unit);
+    // For Redis, whose scripts count the places priced there themselves: the spend with only what
+    // the calls priced here alone (Redis not reached then) cost above the figure.
+    const unshared = Math.max(0, entry.flight.inFlightAbove - entry.flight.sharedAbove);
+    const sharedRoom =
+      unshared === entry.flight.inFlightAbove ? room : roomUnderCap(capUsd, spentUsd + unshared, unit);
+    const figures: InFlightFigures = {
+      unitNano: Math.round(unit * 1e9),
+      leftNano: Math.round(capUsd * 1e9) - Math.round((spentUsd + unshared) * 1e9),
+    };
+    const holdHere = (shared?: SharedPlace): HeldPlace => {
       const flight = entry.flight;
       flight.inFlight++;
       entry.places++;
       relist(entry);
       let held = true;
       let above = 0;
+      let aboveShared = false;
+      let asked = false;
+      /** Counts the call at `costUsd` here (`above`: what it is above the figure `unit`). */
+      const countAt = (costUsd: number, unit: number, inRedis: boolean): "counted" => {
+        above = Math.max(0, costUsd - unit);
+        aboveShared = inRedis;
+        flight.inFlightAbove += above;
+        if (inRedis) flight.sharedAbove += above;
+        return "counted";
+      };
       return {
         release() {
           if (!held) return;
@@ -444,29 +471,45 @@ function spendGuard(deps: SpendGuardDeps) {
           // Its floats summed and taken off again in another order may leave a trace: none is left
           // once no call is in flight.
           flight.inFlightAbove = flight.inFlight === 0 ? 0 : flight.inFlightAbove - above;
+          if (aboveShared) flight.sharedAbove = flight.inFlight === 0 ? 0 : flight.sharedAbove - above;
           relist(entry);
           shared?.();
         },
         price(costUsd) {
-          if (!held || above > 0 || !(costUsd > 0)) return "counted";
+          if (!held || asked || !(costUsd > 0)) return "counted";
+          asked = true;
           // Compared in billionths of a dollar, as the cap is; the month's spend as now held (costs
           // recorded since the call was admitted count), never below what admission read.
           const cap = Math.round(capUsd * 1e9);
           const spent = Math.max(spentUsd, spentOf(entry));
           if (Math.round((spent + costUsd) * 1e9) > cap) return "over-cap";
+          const unit = inFlightCallUsd(entry);
           // The others in flight here, each at the figure plus what its price is above it, and this
           // one at its price: the month may end at the cap, not past it.
-          const unit = inFlightCallUsd(entry);
-          const others = (flight.inFlight - 1) * unit + flight.inFlightAbove;
-          if (Math.round((spent + others + costUsd) * 1e9) > cap) return "in-flight";
-          above = Math.max(0, costUsd - unit);
-          flight.inFlightAbove += above;
-          return "counted";
+          const here = (): KnownPriceVerdict => {
+            const others = (flight.inFlight - 1) * unit + flight.inFlightAbove;
+            if (Math.round((spent + others + costUsd) * 1e9) > cap) return "in-flight";
+            return countAt(costUsd, unit, false);
+          };
+          if (!shared?.price) return here();
+          // The others of every instance, in Redis, the priced ones at their price there; the spend
+          // with what the calls priced here alone cost above the figure.
+          const alone = Math.max(0, flight.inFlightAbove - flight.sharedAbove);
+          return shared
+            .price(Math.round(costUsd * 1e9), {
+              unitNano: Math.round(unit * 1e9),
+              leftNano: cap - Math.round((spent + alone) * 1e9),
+            })
+            .then((verdict) => {
+              if (verdict === undefined) return held ? here() : "counted";
+              if (verdict === "in-flight" || !held) return verdict;
+              return countAt(costUsd, unit, true);
+            });
         },
       };
     };
     const roomHere = () => room < 0 || entry.flight.inFlight < room;
-    return { room, holdHere, roomHere };
+    return { room, sharedRoom, figures, holdHere, roomHere };
   }
 
   /** `hold`, the place's `price` kept: what `holdWithLimits` answers without the limits in Redis. */
@@ -475,11 +518,11 @@ function spendGuard(deps: SpendGuardDeps) {
     capUsd: number,
     spentUsd: number,
   ): HeldPlace | undefined | Promise<HeldPlace | undefined> {
-    const { room, holdHere, roomHere } = placeUnderCap(projectId, capUsd, spentUsd);
+    const { sharedRoom, figures, holdHere, roomHere } = placeUnderCap(projectId, capUsd, spentUsd);
     // No room at all (the month at its cap): the script would answer "full" and the fallback
     // refuse as well, so Redis is not asked. Admission never asks (its 403 comes first).
-    if (!deps.shared || room === 0) return roomHere() ? holdHere() : undefined;
-    return deps.shared.take(projectId, room).then((taken) => {
+    if (!deps.shared || sharedRoom === 0) return roomHere() ? holdHere() : undefined;
+    return deps.shared.take(projectId, sharedRoom, figures).then((taken) => {
       if (taken === "full") return undefined;
       if (taken) return holdHere(taken);
       // Redis did not decide: this instance's calls alone, as without Redis (counted now: others
@@ -602,10 +645,10 @@ function spendGuard(deps: SpendGuardDeps) {
     ): HeldWithLimits | undefined | Promise<HeldWithLimits | undefined> {
       const shared = deps.shared;
       if (!shared?.takeWithLimits || !limits) return holdPlace(projectId, capUsd, spentUsd);
-      const { room, holdHere, roomHere } = placeUnderCap(projectId, capUsd, spentUsd);
+      const { sharedRoom, figures, holdHere, roomHere } = placeUnderCap(projectId, capUsd, spentUsd);
       // No room at all: refused without asking Redis, as `hold` does.
-      if (room === 0) return undefined;
-      return shared.takeWithLimits(projectId, room, limits).then((taken) => {
+      if (sharedRoom === 0) return undefined;
+      return shared.takeWithLimits(projectId, sharedRoom, limits, figures).then((taken) => {
         if (taken === "full") return undefined;
         if (taken === undefined) return roomHere() ? holdHere() : undefined;
         const { place, decisions } = taken;
@@ -627,9 +670,9 @@ function spendGuard(deps: SpendGuardDeps) {
     ): ScriptPart<(HeldWithLimits & Pick<Required<HeldWithLimits>, "decisions">) | undefined> | undefined {
       const shared = deps.shared;
       if (!shared?.takePart) return undefined;
-      const { room, holdHere } = placeUnderCap(projectId, capUsd, spentUsd);
-      if (room === 0) return undefined;
-      const part = shared.takePart(projectId, room, limits);
+      const { sharedRoom, figures, holdHere } = placeUnderCap(projectId, capUsd, spentUsd);
+      if (sharedRoom === 0) return undefined;
+      const part = shared.takePart(projectId, sharedRoom, limits, figures);
       return {
         ...part,
         decide(reply) {

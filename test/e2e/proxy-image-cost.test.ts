@@ -579,7 +579,9 @@ describe("image generation through the proxies", () => {
   });
 
   it("counts images generated through the proxy against the monthly spend cap", async () => {
-    const capped = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 0.2 });
+    // 0.25 each: the first fits the cap (a price that would pass it is refused before it runs), and
+    // takes the month to it.
+    const capped = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 0.25 });
     const { openai } = sdkClients(sluice, capped);
     const generate = () =>
       openai.images.generate({ model: "gpt-image-1", prompt: "a cat", size: "1536x1024", quality: "high" });
