@@ -124,7 +124,9 @@ interface MonthSpend {
    * out: `written` leaves out those rows, and those alone. A row of such a call counted here before
    * the creation was learnt of (its cost added then) is taken off once written, as any: left out by
    * its time, as every row begun before the creation was once one of them had been seen, its cost
-   * stayed counted against the new project for the rest of the month.
+   * stayed counted against the new project for the rest of the month. The figure stays while any is
+   * not written yet: a figure started afresh would take its row, once written, off costs it never
+   * counted (the month read below the database's), as a cost not yet written keeps it.
    */
   begunBeforeLeftOut: Set<string>;
   /**
@@ -209,8 +211,8 @@ function spendGuard(deps: SpendGuardDeps) {
   const cache = new Map<string, MonthSpend>();
   /**
    * The held figures that hold nothing this instance alone knows (no read in flight, no call in
-   * flight, and no cost but those whose rows are written, which a read that begins now sees), the
-   * longest so first. They are
+   * flight, no cost but those whose rows are written, which a read that begins now sees, and no
+   * row left out as begun before the creation but written), the longest so first. They are
    * linked through themselves, so that making room, and listing a figure or taking it off as its
    * costs and reads come and go, costs the same however many are held: through an outage none may
    * go, and each new project must not look over all of them again to find that out.
@@ -226,6 +228,7 @@ function spendGuard(deps: SpendGuardDeps) {
       cache.get(entry.projectId) === entry &&
       entry.loading === undefined &&
       entry.places === 0 &&
+      entry.begunBeforeLeftOut.size === 0 &&
       Math.abs(entry.unread - entry.written) < negligibleUsd &&
       entry.unpricedUnread === entry.unpricedWritten;
     if (may === entry.mayGo) return;
@@ -543,11 +546,12 @@ function spendGuard(deps: SpendGuardDeps) {
       const held = cache.get(projectId);
       if (held && at.getTime() < held.from) return;
       const entry = monthOf(projectId, at);
-      if (
-        at.getTime() < entry.forgottenBefore ||
-        leftOutAsBegunBefore(entry, at.getTime(), latencyMs, requestId)
-      )
+      if (at.getTime() < entry.forgottenBefore) return;
+      // Left out, its row noted: the figure stays until it is written.
+      if (leftOutAsBegunBefore(entry, at.getTime(), latencyMs, requestId)) {
+        relist(entry);
         return;
+      }
       entry.unread += usd;
       if (at.getTime() > entry.latestUnread) entry.latestUnread = at.getTime();
       if (usd > entry.largestCall) {
@@ -566,11 +570,12 @@ function spendGuard(deps: SpendGuardDeps) {
       const held = cache.get(projectId);
       if (held && at.getTime() < held.from) return;
       const entry = monthOf(projectId, at);
-      if (
-        at.getTime() < entry.forgottenBefore ||
-        leftOutAsBegunBefore(entry, at.getTime(), latencyMs, requestId)
-      )
+      if (at.getTime() < entry.forgottenBefore) return;
+      // Left out, its row noted: the figure stays until it is written.
+      if (leftOutAsBegunBefore(entry, at.getTime(), latencyMs, requestId)) {
+        relist(entry);
         return;
+      }
       entry.unpricedUnread++;
       if (at.getTime() > entry.latestUnread) entry.latestUnread = at.getTime();
       relist(entry);
@@ -670,7 +675,10 @@ function spendGuard(deps: SpendGuardDeps) {
         )
           continue;
         // Left out when it was recorded (a call begun before the creation): not counted, not taken off.
-        if (entry.begunBeforeLeftOut.size > 0 && entry.begunBeforeLeftOut.delete(row.request_id)) continue;
+        if (entry.begunBeforeLeftOut.size > 0 && entry.begunBeforeLeftOut.delete(row.request_id)) {
+          relist(entry);
+          continue;
+        }
         // Both for a row of a known cost and a part unknown (`provider_answered` 2).
         if (unpriced) entry.unpricedWritten += row.requests;
         if (row.cost_usd) entry.written += row.cost_usd;

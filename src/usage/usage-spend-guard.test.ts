@@ -26,7 +26,7 @@ function pendingSpend() {
  * A spend guard and a usage recorder over rows kept in memory, as admission and the recorder use
  * them: `at.now` is the clock the test moves, `at.down` a database that refuses every statement.
  */
-function guardOverRows(options: { unpricedCallUsd?: number } = {}) {
+function guardOverRows(options: { unpricedCallUsd?: number; maxProjects?: number } = {}) {
   const rows: UsageRecord[] = [];
   const at = { now: new Date("2026-11-15T00:00:00.000Z"), down: false };
   const usage = fakeUsageRepository({
@@ -664,6 +664,35 @@ describe("spend guard", () => {
     // Both rows written: neither is the new project's, and a read from its creation leaves both out.
     at.now = new Date("2026-11-15T00:00:06.000Z");
     expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
+    await recorder.stop();
+  });
+
+  // A cost left out when recorded (a call begun before the creation) is nothing the figure counts, so
+  // the figure could go before its row was written; the figure started afresh then took the row, once
+  // written, off costs it never counted: the month's spend read below the database's until it ended.
+  it("keeps a project's figure until a row it left out as begun before the creation is written", async () => {
+    const { at, guard, recorder } = guardOverRows({ maxProjects: 2 });
+    expect(await guard.monthToDate("p1", "2026-11-01T00:00:00.000Z")).toBe(0);
+    const createdAgain = "2026-11-15T00:00:01.000Z";
+    at.now = new Date("2026-11-15T00:00:02.000Z");
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
+    // The new project's own call: 1, written and read back.
+    recorder.record(usageRow("new-call", { cost_usd: 1, latency_ms: 500, created_at: at.now.toISOString() }));
+    guard.add("p1", 1, at.now, 500, "new-call");
+    await recorder.flush();
+    // The old call ends (3 s long): left out, its row still queued.
+    at.now = new Date("2026-11-15T00:00:03.000Z");
+    recorder.record(
+      usageRow("old-call", { cost_usd: 5, latency_ms: 3000, created_at: at.now.toISOString() }),
+    );
+    guard.add("p1", 5, at.now, 3000, "old-call");
+    // Other projects need room meanwhile.
+    expect(await guard.monthToDate("a")).toBe(0);
+    expect(await guard.monthToDate("b")).toBe(0);
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(1);
+    await recorder.flush();
+    at.now = new Date("2026-11-15T00:00:05.000Z");
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(1);
     await recorder.stop();
   });
 
