@@ -668,17 +668,18 @@ function spendGuard(deps: SpendGuardDeps) {
         if (!row.cost_usd && !unpriced) continue;
         const entry = cache.get(row.project_id);
         if (!entry || !row.created_at.startsWith(entry.prefix)) continue;
+        // Left out when it was recorded (a call begun before the creation): not counted, not taken
+        // off; first, so that it is let go of whatever came since (another creation).
+        if (entry.begunBeforeLeftOut.size > 0 && entry.begunBeforeLeftOut.delete(row.request_id)) {
+          relist(entry);
+          continue;
+        }
         // Parsed only for a project created again (Date.parse: ~1,700 instructions a row).
         if (
           entry.forgottenBefore > Number.NEGATIVE_INFINITY &&
           Date.parse(row.created_at) < entry.forgottenBefore
         )
           continue;
-        // Left out when it was recorded (a call begun before the creation): not counted, not taken off.
-        if (entry.begunBeforeLeftOut.size > 0 && entry.begunBeforeLeftOut.delete(row.request_id)) {
-          relist(entry);
-          continue;
-        }
         // Both for a row of a known cost and a part unknown (`provider_answered` 2).
         if (unpriced) entry.unpricedWritten += row.requests;
         if (row.cost_usd) entry.written += row.cost_usd;
