@@ -331,6 +331,32 @@ describe("project admin use cases", () => {
     });
   });
 
+  // A call of a project deleted under the id, begun before the new one's creation and ended after:
+  // its row is the deleted project's (docs/api.md, DELETE), whatever window the report asks for.
+  it("leaves out a call begun before the project's creation from a report whose window starts after it", async () => {
+    await admin().createProject({ id: "begun-window", name: "Begun", provider: "provider-a" });
+    await createUsageRepository(database.db, database.sqlite).insertBatch([
+      // Ended 10 minutes after the creation (10:00), 20 minutes long: begun before it.
+      usageRow("begun-window-old", {
+        project_id: "begun-window",
+        created_at: "2026-11-02T10:10:00.000Z",
+        latency_ms: 1_200_000,
+      }),
+      usageRow("begun-window-new", {
+        project_id: "begun-window",
+        created_at: "2026-11-02T10:10:00.000Z",
+        latency_ms: 1_000,
+      }),
+    ]);
+    const requests = async (input: Record<string, string>) =>
+      (await admin().usageReport("begun-window", { groupBy: "endpoint", ...input })).rows.reduce(
+        (sum, row) => sum + row.requests,
+        0,
+      );
+    expect(await requests({ from: "2026-11-02T00:00:00.000Z", to: "2026-11-02T11:00:00.000Z" })).toBe(1);
+    expect(await requests({ from: "2026-11-02T10:05:00.000Z", to: "2026-11-02T11:00:00.000Z" })).toBe(1);
+  });
+
   it("counts a row written in the millisecond the report runs, when it names no end", async () => {
     await admin().createProject({ id: "just-now", name: "Just now", provider: "provider-a" });
     // The clock's now: a row written this millisecond, which the report finds in the table (its

@@ -463,8 +463,9 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
               projectId,
               from: since,
               to,
-              // Nor the calls begun before it that ended after (rows are stamped at a call's end).
-              fromCreation: created >= window.from.getTime(),
+              // Nor the calls begun before it that ended after (rows are stamped at a call's end),
+              // whether the window starts at the creation or after it.
+              begunFrom: project.createdAt,
               groupBy,
               limit: limit + 1,
               after: cursor?.after,

@@ -191,6 +191,55 @@ describe("sluice usage import", () => {
     });
   });
 
+  // journalctl (`Dec 02 10:00:00 host sluice[812]: {…}`), `docker logs -t` and `kubectl logs
+  // --timestamps` (`2026-12-02T10:00:00.123456789Z {…}`) write each line behind a prefix, Docker's
+  // json-file driver in a `log` member: every contents line was skipped, and the import said 0 rows
+  // read, 0 refused, exit 0.
+  it("reads the contents lines a log collector wrote behind a prefix of its own, or wrapped", async () => {
+    const { text, dropped } = gatewayLog("prefixed");
+    const forms = [
+      (line: string) => `Dec 02 10:00:00 gw-1 sluice[812]: ${line}`,
+      (line: string) => `2026-12-02T10:00:00.123456789Z ${line}`,
+      (line: string) => JSON.stringify({ log: `${line}\n`, stream: "stdout", time: "2026-12-02T10:00:00Z" }),
+    ];
+    // Each contents line in another form (the three lines: 25 rows, 5, 3), the other lines too.
+    let contents = 0;
+    const prefixed = text
+      .split("\n")
+      .map((line) => {
+        if (line === "") return line;
+        const form = line.includes("their contents") ? contents++ : 0;
+        return (forms[form % 3] as (line: string) => string)(line);
+      })
+      .join("\n");
+    const file = join(dataDir, "prefixed.log");
+    writeFileSync(file, prefixed);
+    const result = await cli("usage", "import", file);
+    expect(contents).toBe(3);
+    expect(result.json()).toEqual({ read: 33, inserted: 33, alreadyPresent: 0, refused: [] });
+    const stored = new Set((await storedRows()).map((row) => row.request_id));
+    expect(dropped.every((row) => stored.has(row.request_id))).toBe(true);
+  });
+
+  // A contents line cut short is no JSON: said, not skipped as if the log held no rows.
+  it("refuses a line that names the contents message but is no JSON, saying so", async () => {
+    const { text } = gatewayLog("cut");
+    const lines = text.split("\n");
+    const at = lines.findIndex((line) => line.includes('"usage rows dropped: their contents"'));
+    const line = lines[at] ?? "";
+    // Its middle lost: the message at its end stays.
+    lines[at] = `${line.slice(0, 200)}${line.slice(line.length - 60)}`;
+    const file = join(dataDir, "cut.log");
+    writeFileSync(file, lines.join("\n"));
+    const result = await cli("usage", "import", file);
+    expect(result.code).toBe(1);
+    const summary = result.json() as { refused: { line: number; reason: string }[] };
+    expect(summary).toMatchObject({ read: 8, inserted: 8 });
+    expect(summary.refused).toEqual([
+      { line: at + 1, reason: expect.stringMatching(/^the line names the contents message but is no JSON/) },
+    ]);
+  });
+
   it("refuses, with a clear reason, a line with an unknown column and a row of the wrong shape, importing the rest", async () => {
     const { text } = gatewayLog("shape");
     const lines = text.split("\n");

@@ -462,10 +462,17 @@ describe("admission", () => {
         requests: 1,
       });
       // With its row's length (none: the calls that reported it have their own).
-      expect(spend.add.mock.calls).toEqual([["prj_1", 0.25, new Date("2026-11-23T12:00:00.000Z"), 0]]);
+      expect(spend.add.mock.calls).toEqual([
+        ["prj_1", 0.25, new Date("2026-11-23T12:00:00.000Z"), 0, "bg_0000000000001aaaaaaaaaaaaaaaaaaaa"],
+      ]);
       // The polls' own rows: calls of unknown cost here (no price given), each counted toward the cap.
       expect(spend.addUnpriced.mock.calls).toEqual(
-        Array.from({ length: 3 }, () => ["prj_1", new Date("2026-11-23T12:00:00.000Z"), expect.any(Number)]),
+        Array.from({ length: 3 }, () => [
+          "prj_1",
+          new Date("2026-11-23T12:00:00.000Z"),
+          expect.any(Number),
+          expect.any(String),
+        ]),
       );
       expect(inputTokensCounted()).toEqual([["provider-a", "input", 11]]);
     });

@@ -348,9 +348,10 @@ export function createAdmission(deps: AdmissionDeps) {
   function countTowardCap(projectId: string, row: UsageRecord, now: Date): void {
     // With the call's length: one begun before its project's creation (a project deleted under the
     // id) is not the project's, though its row is stamped after.
-    if (row.cost_usd) deps.spend.add(projectId, row.cost_usd, now, row.latency_ms);
+    // Its request id tells `written` the row left out so (and that row alone).
+    if (row.cost_usd) deps.spend.add(projectId, row.cost_usd, now, row.latency_ms, row.request_id);
     // Both for a row of a known cost and a part unknown (`provider_answered` 2).
-    if (countsAsUnpriced(row)) deps.spend.addUnpriced(projectId, now, row.latency_ms);
+    if (countsAsUnpriced(row)) deps.spend.addUnpriced(projectId, now, row.latency_ms, row.request_id);
   }
 
   /** Writes the call's usage row, once: later writes do nothing. */

@@ -400,11 +400,23 @@ for (const engine of storageEngines) {
         projectId: "begun",
         from: created,
         to,
-        fromCreation: true,
+        begunFrom: created,
         groupBy: "endpoint",
       });
       expect(report.map((group) => [group.requests, group.costUsd, group.unpricedRequests])).toEqual([
         [3, 1.75, 1],
+      ]);
+      // A window that starts after the creation leaves them out as well.
+      const later = await records.report({
+        limit: 100,
+        projectId: "begun",
+        from: "2026-11-10T12:00:00.150Z",
+        to,
+        begunFrom: created,
+        groupBy: "endpoint",
+      });
+      expect(later.map((group) => [group.requests, group.costUsd, group.unpricedRequests])).toEqual([
+        [2, 1.5, 1],
       ]);
       // Carried on from the last read (SQLite's walk), as a full read leaves them out.
       await records.insertBatch([

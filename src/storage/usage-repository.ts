@@ -42,10 +42,12 @@ export interface UsageQuery {
   from: string;
   to: string;
   /**
-   * `from` is the project's creation: the rows of calls begun before it are left out (`begunFrom`),
-   * a project's deleted under the id whose calls ended after it.
+   * The project's creation (at or before `from`): the rows of calls begun before it are left out
+   * (`begunFrom`), a project's deleted under the id whose calls ended after it, whatever the window
+   * (one that starts after the creation too). Only a row of a call longer than `from` is after it
+   * can be one: the others are not tested (`reportQuery`).
    */
-  fromCreation?: boolean | undefined;
+  begunFrom?: string | undefined;
   groupBy: UsageGroupBy;
   /**
    * The groups a report answers at most: the first ones in the report's order (`compareGroups`).
@@ -187,8 +189,8 @@ export function createUsageRepository(
         }
       });
     },
-    async report({ projectId, from, to, fromCreation, limit, groupBy, after }) {
-      const query = { projectId, from, to, fromCreation, groupBy, limit, after };
+    async report({ projectId, from, to, begunFrom, limit, groupBy, after }) {
+      const query = { projectId, from, to, begunFrom, groupBy, limit, after };
       const rows = await runReport((reader) =>
         sqlite ? slicedReport(reader, query) : reportQuery(reader, query, true).execute().then(toSums),
       ).catch((error: unknown) => {
@@ -677,10 +679,11 @@ function sqliteSpendReads(db: Kysely<Database>) {
  */
 export function reportQuery(
   reader: Kysely<Database>,
-  { projectId, from, to, groupBy, limit, after, fromCreation }: UsageQuery,
+  { projectId, from, to, groupBy, limit, after, begunFrom: begun }: UsageQuery,
   postgres: boolean,
-  begun = fromCreation ? from : undefined,
 ) {
+  // A row at `from` or after whose call is at most this long began after `begun`: not tested.
+  const longest = begun === undefined ? 0 : Math.max(0, Date.parse(from) - Date.parse(begun));
   const column =
     groupBy === "day"
       ? sql<string>`substr(created_at, 1, 10)`
@@ -716,7 +719,13 @@ export function reportQuery(
       .where("project_id", "=", projectId)
       .where("created_at", ">=", from)
       .where("created_at", "<", to)
-      .$if(begun !== undefined, (query) => query.where(begunFrom(begun as string, postgres)))
+      .$if(begun !== undefined, (query) =>
+        query.where(
+          longest > 0
+            ? sql<boolean>`(latency_ms <= ${longest} or ${begunFrom(begun as string, postgres)})`
+            : begunFrom(begun as string, postgres),
+        ),
+      )
       // A null group (no model) comes after every other: after any of them.
       .$if(after !== undefined, (query) =>
         query.where(sql<boolean>`(${group} > ${after} or ${column} is null)`),
@@ -758,13 +767,10 @@ function toSums(rows: ReportRow[]): ReportSums[] {
 async function slicedReport(reader: Kysely<Database>, query: UsageQuery): Promise<ReportSums[]> {
   const groups = boundedGroups(query.limit);
   let from = query.from;
-  const begun = query.fromCreation ? query.from : undefined;
   while (from < query.to) {
     if (from !== query.from) await new Promise((resolve) => setImmediate(resolve));
     const end = (await sliceEnd(reader, query.projectId, from, query.to)) ?? query.to;
-    for (const row of toSums(
-      await reportQuery(reader, { ...query, from, to: end }, false, begun).execute(),
-    )) {
+    for (const row of toSums(await reportQuery(reader, { ...query, from, to: end }, false).execute())) {
       const sums = groups.get(row.group_key);
       if (!sums) {
         groups.add(row);

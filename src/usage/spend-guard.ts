@@ -122,15 +122,20 @@ interface MonthSpend {
   forgottenBefore: number;
   /**
    * The project's creation (epoch ms) when the month is read from it (`since`), -Infinity otherwise:
-   * a call begun before it was a project's deleted under the id (`begunBefore`), whatever its row's
+   * a call begun before it was a project's deleted under the id (`leftOutAsBegunBefore`), whatever its row's
    * time, and counts neither here nor in the read (`spendSince`'s `fromCreation`).
    */
   creationMs: number;
   /**
-   * Whether a call begun before `creationMs` was recorded here (`add`, `addUnpriced`): its row, once
-   * written, is left out of `written` as well (the only rows whose times `written` then parses).
+   * The request ids of the rows of calls begun before `creationMs` that `add` and `addUnpriced` left
+   * out: `written` leaves out those rows, and those alone. A row of such a call counted here before
+   * the creation was learnt of (its cost added then) is taken off once written, as any: left out by
+   * its time, as every row begun before the creation was once one of them had been seen, its cost
+   * stayed counted against the new project for the rest of the month. The figure stays while any is
+   * not written yet: a figure started afresh would take its row, once written, off costs it never
+   * counted (the month read below the database's), as a cost not yet written keeps it.
    */
-  begunBeforeSeen: boolean;
+  begunBeforeLeftOut: Set<string>;
   /**
    * Calls admitted on this instance under the cap whose cost is not known yet (`hold`), those that
    * hold a place in Redis too: what this instance decides on while Redis cannot. A project created
@@ -213,8 +218,8 @@ function spendGuard(deps: SpendGuardDeps) {
   const cache = new Map<string, MonthSpend>();
   /**
    * The held figures that hold nothing this instance alone knows (no read in flight, no call in
-   * flight, and no cost but those whose rows are written, which a read that begins now sees), the
-   * longest so first. They are
+   * flight, no cost but those whose rows are written, which a read that begins now sees, and no
+   * row left out as begun before the creation but written), the longest so first. They are
    * linked through themselves, so that making room, and listing a figure or taking it off as its
    * costs and reads come and go, costs the same however many are held: through an outage none may
    * go, and each new project must not look over all of them again to find that out.
@@ -230,6 +235,7 @@ function spendGuard(deps: SpendGuardDeps) {
       cache.get(entry.projectId) === entry &&
       entry.loading === undefined &&
       entry.places === 0 &&
+      entry.begunBeforeLeftOut.size === 0 &&
       Math.abs(entry.unread - entry.written) < negligibleUsd &&
       entry.unpricedUnread === entry.unpricedWritten;
     if (may === entry.mayGo) return;
@@ -299,7 +305,7 @@ function spendGuard(deps: SpendGuardDeps) {
         latestUnread: Number.NEGATIVE_INFINITY,
         forgottenBefore: Number.NEGATIVE_INFINITY,
         creationMs: Number.NEGATIVE_INFINITY,
-        begunBeforeSeen: false,
+        begunBeforeLeftOut: new Set(),
         flight: { inFlight: 0, inFlightAbove: 0, sharedAbove: 0 },
         places: 0,
         largestCall: 0,
@@ -574,15 +580,21 @@ function spendGuard(deps: SpendGuardDeps) {
      * second reading of the clock: a row stamped at a month's last millisecond and counted in the
      * next month would never be read back from that month, and its cost would count there for
      * good. A row of a month this project's figures have already left counts in none, nor one of a
-     * call begun before the project's creation (`latencyMs`, the row's, before `recordedAt`).
+     * call begun before the project's creation (`latencyMs`, the row's, before `recordedAt`; with
+     * `requestId`, the row's, for `written` to leave out that row alone: without it, counted).
      */
-    add(projectId: string, usd: number | null, recordedAt?: Date, latencyMs = 0): void {
+    add(projectId: string, usd: number | null, recordedAt?: Date, latencyMs = 0, requestId?: string): void {
       if (!usd) return;
       const at = recordedAt ?? deps.now();
       const held = cache.get(projectId);
       if (held && at.getTime() < held.from) return;
       const entry = monthOf(projectId, at);
-      if (at.getTime() < entry.forgottenBefore || begunBefore(entry, at.getTime(), latencyMs)) return;
+      if (at.getTime() < entry.forgottenBefore) return;
+      // Left out, its row noted: the figure stays until it is written.
+      if (leftOutAsBegunBefore(entry, at.getTime(), latencyMs, requestId)) {
+        relist(entry);
+        return;
+      }
       entry.unread += usd;
       if (at.getTime() > entry.latestUnread) entry.latestUnread = at.getTime();
       if (usd > entry.largestCall) {
@@ -596,12 +608,17 @@ function spendGuard(deps: SpendGuardDeps) {
      * instance (and not yet written), in the month of `recordedAt` as `add` counts a cost: at once,
      * at `unpricedCallEstimate`, until a read that began after its row was written holds it.
      */
-    addUnpriced(projectId: string, recordedAt?: Date, latencyMs = 0): void {
+    addUnpriced(projectId: string, recordedAt?: Date, latencyMs = 0, requestId?: string): void {
       const at = recordedAt ?? deps.now();
       const held = cache.get(projectId);
       if (held && at.getTime() < held.from) return;
       const entry = monthOf(projectId, at);
-      if (at.getTime() < entry.forgottenBefore || begunBefore(entry, at.getTime(), latencyMs)) return;
+      if (at.getTime() < entry.forgottenBefore) return;
+      // Left out, its row noted: the figure stays until it is written.
+      if (leftOutAsBegunBefore(entry, at.getTime(), latencyMs, requestId)) {
+        relist(entry);
+        return;
+      }
       entry.unpricedUnread++;
       if (at.getTime() > entry.latestUnread) entry.latestUnread = at.getTime();
       relist(entry);
@@ -694,12 +711,18 @@ function spendGuard(deps: SpendGuardDeps) {
         if (!row.cost_usd && !unpriced) continue;
         const entry = cache.get(row.project_id);
         if (!entry || !row.created_at.startsWith(entry.prefix)) continue;
-        // Parsed only for a project created again (Date.parse: ~1,700 instructions a row).
-        if (entry.forgottenBefore > Number.NEGATIVE_INFINITY || entry.begunBeforeSeen) {
-          const at = Date.parse(row.created_at);
-          if (at < entry.forgottenBefore) continue;
-          if (entry.begunBeforeSeen && begunBefore(entry, at, row.latency_ms, false)) continue;
+        // Left out when it was recorded (a call begun before the creation): not counted, not taken
+        // off; first, so that it is let go of whatever came since (another creation).
+        if (entry.begunBeforeLeftOut.size > 0 && entry.begunBeforeLeftOut.delete(row.request_id)) {
+          relist(entry);
+          continue;
         }
+        // Parsed only for a project created again (Date.parse: ~1,700 instructions a row).
+        if (
+          entry.forgottenBefore > Number.NEGATIVE_INFINITY &&
+          Date.parse(row.created_at) < entry.forgottenBefore
+        )
+          continue;
         // Both for a row of a known cost and a part unknown (`provider_answered` 2).
         if (unpriced) entry.unpricedWritten += row.requests;
         if (row.cost_usd) entry.written += row.cost_usd;
@@ -716,11 +739,18 @@ function spendGuard(deps: SpendGuardDeps) {
  * (`spendSince`'s `fromCreation`: within the millisecond a row's time is cut to): a call of a
  * project deleted under the id that ended after the new one was created. A row stamped before the
  * creation is left to `forgottenBefore`, as before (counted here until written when not forgotten,
- * and taken off then). `seen`: noted, for `written`.
+ * and taken off then). Left out only with its row's `requestId`, noted for `written`
+ * (`begunBeforeLeftOut`); without it, counted, and taken off once written, as any.
  */
-function begunBefore(entry: MonthSpend, at: number, latencyMs: number, seen = true): boolean {
-  if (at < entry.creationMs || !(at - latencyMs + 1 <= entry.creationMs)) return false;
-  if (seen) entry.begunBeforeSeen = true;
+function leftOutAsBegunBefore(
+  entry: MonthSpend,
+  at: number,
+  latencyMs: number,
+  requestId: string | undefined,
+): boolean {
+  if (requestId === undefined || at < entry.creationMs || !(at - latencyMs + 1 <= entry.creationMs))
+    return false;
+  entry.begunBeforeLeftOut.add(requestId);
   return true;
 }
 

@@ -107,6 +107,14 @@ export async function importDroppedRows(
     number++;
     const line = contentsLine(text);
     if (line === undefined) continue;
+    if (line === "unreadable") {
+      summary.refused.push({
+        line: number,
+        reason:
+          "the line names the contents message but is no JSON (cut short, or wrapped by a log collector): its rows cannot be read",
+      });
+      continue;
+    }
     const { columns, rows } = line;
     if (!Array.isArray(rows)) {
       summary.refused.push({ line: number, reason: 'the line\'s "rows" is not a list' });
@@ -146,13 +154,30 @@ export async function importDroppedRows(
   return summary;
 }
 
-/** The line's fields when it is a contents line (JSON, with that message), undefined otherwise. */
-function contentsLine(text: string): { columns?: unknown; rows?: unknown } | undefined {
+/**
+ * The line's fields when it is a contents line (JSON, with that message), undefined otherwise;
+ * "unreadable" when it names the message but holds no JSON to read it from. The JSON is read from
+ * the line's start, else from its first `{` (a log collector's prefix: journalctl's `… host
+ * sluice[812]: `, `docker logs -t`'s and `kubectl logs --timestamps`' time), or from the `log`
+ * member a container runtime's JSON file wraps each line in (Docker's json-file driver): skipped,
+ * such a log's rows were all left out, the import saying it had read none.
+ */
+function contentsLine(text: string): { columns?: unknown; rows?: unknown } | "unreadable" | undefined {
   // Most of a log is other lines: parsed only when they may be one.
   if (!text.includes(droppedRowsContents)) return undefined;
+  const parsed = parsedObject(text) ?? parsedObject(text.slice(Math.max(0, text.indexOf("{"))));
+  if (parsed === undefined) return "unreadable";
+  if (parsed.msg === undefined && typeof parsed.log === "string") return contentsLine(parsed.log.trimEnd());
+  return parsed.msg === droppedRowsContents ? parsed : undefined;
+}
+
+/** `text` as JSON, when it is a JSON object; undefined otherwise. */
+function parsedObject(
+  text: string,
+): { msg?: unknown; log?: unknown; columns?: unknown; rows?: unknown } | undefined {
   try {
-    const parsed = JSON.parse(text) as { msg?: unknown; columns?: unknown; rows?: unknown } | null;
-    return parsed?.msg === droppedRowsContents ? parsed : undefined;
+    const parsed: unknown = JSON.parse(text);
+    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? parsed : undefined;
   } catch {
     return undefined;
   }

@@ -26,7 +26,7 @@ function pendingSpend() {
  * A spend guard and a usage recorder over rows kept in memory, as admission and the recorder use
  * them: `at.now` is the clock the test moves, `at.down` a database that refuses every statement.
  */
-function guardOverRows(options: { unpricedCallUsd?: number } = {}) {
+function guardOverRows(options: { unpricedCallUsd?: number; maxProjects?: number } = {}) {
   const rows: UsageRecord[] = [];
   const at = { now: new Date("2026-11-15T00:00:00.000Z"), down: false };
   const usage = fakeUsageRepository({
@@ -620,8 +620,8 @@ describe("spend guard", () => {
     recorder.record(
       usageRow("old-call", { cost_usd: 5, latency_ms: 3000, created_at: at.now.toISOString() }),
     );
-    guard.add("p1", 5, at.now, 3000);
-    guard.addUnpriced("p1", at.now, 3000);
+    guard.add("p1", 5, at.now, 3000, "old-call");
+    guard.addUnpriced("p1", at.now, 3000, "old-call");
     oldPlace?.();
     // Its place was the old project's: the new one's call still holds the only place.
     expect(guard.hold("p1", 0.1, 0)).toBeUndefined();
@@ -630,8 +630,65 @@ describe("spend guard", () => {
     recorder.record(
       usageRow("new-call", { cost_usd: 1, latency_ms: 1500, created_at: at.now.toISOString() }),
     );
-    guard.add("p1", 1, at.now, 1500);
+    guard.add("p1", 1, at.now, 1500, "new-call");
     newPlace?.();
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(1);
+    await recorder.flush();
+    at.now = new Date("2026-11-15T00:00:05.000Z");
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(1);
+    await recorder.stop();
+  });
+
+  // Two calls of the deleted project end after the new one was created: the first before this
+  // instance learnt of the creation (counted, as a row stamped after it then was, until written),
+  // the second after (not counted). The second's left `written` skipping every row begun before the
+  // creation, the first's included: its cost, counted here, was never taken off, for the month.
+  it("takes off, once written, a cost counted before the project created again was learnt of, beside one left out after", async () => {
+    const { at, guard, recorder } = guardOverRows();
+    expect(await guard.monthToDate("p1", "2026-11-01T00:00:00.000Z")).toBe(0);
+    const createdAgain = "2026-11-15T00:00:01.000Z";
+    // The first old call (3 s long) ends at 00:00:03, before anything asks about the new project.
+    at.now = new Date("2026-11-15T00:00:03.000Z");
+    recorder.record(
+      usageRow("old-first", { cost_usd: 5, latency_ms: 3000, created_at: at.now.toISOString() }),
+    );
+    guard.add("p1", 5, at.now, 3000, "old-first");
+    // The new project is learnt of; the second old call (4 s long) ends after.
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(5);
+    at.now = new Date("2026-11-15T00:00:04.000Z");
+    recorder.record(
+      usageRow("old-second", { cost_usd: 2, latency_ms: 4000, created_at: at.now.toISOString() }),
+    );
+    guard.add("p1", 2, at.now, 4000, "old-second");
+    await recorder.flush();
+    // Both rows written: neither is the new project's, and a read from its creation leaves both out.
+    at.now = new Date("2026-11-15T00:00:06.000Z");
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
+    await recorder.stop();
+  });
+
+  // A cost left out when recorded (a call begun before the creation) is nothing the figure counts, so
+  // the figure could go before its row was written; the figure started afresh then took the row, once
+  // written, off costs it never counted: the month's spend read below the database's until it ended.
+  it("keeps a project's figure until a row it left out as begun before the creation is written", async () => {
+    const { at, guard, recorder } = guardOverRows({ maxProjects: 2 });
+    expect(await guard.monthToDate("p1", "2026-11-01T00:00:00.000Z")).toBe(0);
+    const createdAgain = "2026-11-15T00:00:01.000Z";
+    at.now = new Date("2026-11-15T00:00:02.000Z");
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
+    // The new project's own call: 1, written and read back.
+    recorder.record(usageRow("new-call", { cost_usd: 1, latency_ms: 500, created_at: at.now.toISOString() }));
+    guard.add("p1", 1, at.now, 500, "new-call");
+    await recorder.flush();
+    // The old call ends (3 s long): left out, its row still queued.
+    at.now = new Date("2026-11-15T00:00:03.000Z");
+    recorder.record(
+      usageRow("old-call", { cost_usd: 5, latency_ms: 3000, created_at: at.now.toISOString() }),
+    );
+    guard.add("p1", 5, at.now, 3000, "old-call");
+    // Other projects need room meanwhile.
+    expect(await guard.monthToDate("a")).toBe(0);
+    expect(await guard.monthToDate("b")).toBe(0);
     expect(await guard.monthToDate("p1", createdAgain)).toBe(1);
     await recorder.flush();
     at.now = new Date("2026-11-15T00:00:05.000Z");
@@ -708,7 +765,7 @@ describe("spend guard", () => {
     expect(await guard.monthToDate("b")).toBe(0);
     // The old call ends, 3 s long (begun before the creation): its cost is not the new project's.
     now = new Date("2026-11-15T00:00:03.000Z");
-    guard.add("p1", 5, now, 3000);
+    guard.add("p1", 5, now, 3000, "old-call");
     oldPlace?.();
     now = new Date("2026-11-15T00:00:05.000Z");
     expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
