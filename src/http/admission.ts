@@ -1,4 +1,5 @@
 import { projectIdRecorded } from "../admin/project-id.js";
+import type { AdmissionRecheck } from "../auth/admission-recheck.js";
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError, repeatedProjectIdError } from "../auth/repeated-credential-header.js";
 import { deadlineRefusal, refusalOf, untilRefused } from "../deadline-refusal.js";
@@ -32,6 +33,8 @@ export type Endpoint = "proxy" | "text" | "vision" | "pdf" | "image";
 
 export interface AdmissionDeps {
   authenticate: Authenticate;
+  /** The check of an admitted call's credentials once its body is in (`AdmittedCall.recheck`); none: never. */
+  recheck?: AdmissionRecheck;
   limiter: RateLimiter;
   spend: SpendGuard;
   recorder: UsageRecorder;
@@ -123,6 +126,13 @@ export interface AdmittedCall {
    * them do. Only under a cap (a capped call holds a place): absent, nothing counts the price.
    */
   priceKnown?: (costUsd: number) => void;
+  /**
+   * Once the body is in, before anything goes to the provider: throws the refusal a new request with
+   * the same credentials would get when an admin change since admission refuses them (a key revoked,
+   * the project disabled or deleted: `createAdmissionRecheck`); undefined when there is nothing to
+   * check (no change on this instance, the records still fresh), the usual case.
+   */
+  recheck(): Promise<void> | undefined;
   /** Writes the usage row for a call that failed with `error` after admission. */
   fail(
     error: unknown,
@@ -201,8 +211,11 @@ export function createAdmission(deps: AdmissionDeps) {
       provider: null,
       refusal: null,
       decided: undefined,
+      recheck: undefined,
     };
     if (deps.limiter.inScript) reloadWait.beside = limitsBeside(context, options, reloadWait, row);
+    // Before authentication: an admin change made while it reads the records is one to check for.
+    row.recheck = deps.recheck?.();
     const auth = deps.authenticate(reloadWait);
     const admission =
       auth instanceof Promise
@@ -477,7 +490,7 @@ export function createAdmission(deps: AdmissionDeps) {
     context: RequestContext,
     options: AdmissionOptions,
     auth: AuthResult,
-    reloadWait: ReloadWait,
+    reloadWait: AuthRequest,
     row: CallRow,
   ): AdmittedCall | Promise<AdmittedCall> {
     // What the device token's ledger script decided with its lookup, if it did (`limitsBeside`).
@@ -563,6 +576,7 @@ export function createAdmission(deps: AdmissionDeps) {
         ? refuse(row.refusal)
         : refuse(clientDisconnected(), "authenticated-refusal");
     }
+    const recheck = row.recheck?.(auth, reloadWait);
     const admitted = (decisions: readonly RateLimitDecision[]): AdmittedCall => {
       if (row.refusal !== null) throw row.refusal;
       const limitHeaders = applyLimits(decisions);
@@ -574,6 +588,7 @@ export function createAdmission(deps: AdmissionDeps) {
         provider: auth.provider,
         providerKey: auth.providerKey,
         rateLimitHeaders: limitHeaders,
+        recheck: recheck ? recheck : () => undefined,
         finish: (report) => write(context, options, row, base, report),
         fail: (error, provider = auth.provider, model = null, spend) =>
           write(context, options, row, base, failureReport(context, error, provider, model, spend)),
@@ -686,6 +701,8 @@ interface CallRow {
     | { decisions: RateLimitDecision[]; release?: () => void; price?: HeldWithLimits["price"] }
     | { full: number }
     | undefined;
+  /** The check of its credentials once the body is in, begun before authentication (`AdmissionRecheck`). */
+  recheck: ReturnType<AdmissionRecheck> | undefined;
 }
 
 /**

@@ -86,6 +86,9 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           // unknown project 404, and the refusal is counted and has its row.
           if (adapter.requiresJson && !untypedAction(request, path)) requireJsonContentType(request);
           const sent = await readProxiedBody(request, response, adapter, path, deps.maxBodyBytes, share);
+          // A key revoked (or the project disabled or deleted) while the body arrived: not sent.
+          const recheck = call.recheck();
+          if (recheck) await recheck;
           facts = sent.facts;
           const result = await forward(deps.pools, {
             adapter,
