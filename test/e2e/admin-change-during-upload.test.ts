@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { openUpload } from "../support/held-upload.js";
+import { createPostgresSchema, postgresAvailable } from "../support/services.js";
 import {
   adminToken,
   createTestProject,
@@ -108,3 +109,60 @@ describe("a call whose body is still arriving when an admin change refuses its c
         }
       });
 });
+
+/**
+ * Made through another instance, the change reaches this one as it reaches a new request: once the
+ * records the call was admitted with are past SLUICE_PROJECT_CACHE_TTL_MS, the body's arrival reads
+ * them again.
+ */
+describe.skipIf(!postgresAvailable)(
+  "a call whose body is still arriving when another instance revokes its key",
+  () => {
+    let fake: FakeUpstream;
+    let serving: TestGateway;
+    let other: TestGateway;
+    let drop: (() => Promise<void>) | undefined;
+    beforeAll(async () => {
+      fake = await startFakeUpstream();
+      const schema = await createPostgresSchema();
+      drop = schema.drop;
+      const shared = { ...providerBaseUrls(fake), databaseUrl: schema.url, projectCacheTtlMs: 300 };
+      const masterKey = Buffer.alloc(32, 5).toString("base64");
+      serving = await startTestGateway({ ...shared, masterKey });
+      other = await startTestGateway({ ...shared, masterKey });
+    });
+    afterAll(async () => {
+      await serving?.close();
+      await other?.close();
+      await fake?.close();
+      await drop?.();
+    });
+
+    it("is refused with 403 once its body is in past the TTL, nothing sent to the provider", async () => {
+      const project = await createTestProject(other.gateway);
+      const body = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] });
+      fake.clear();
+      const upload = openUpload(
+        serving.url,
+        `/v1/provider-a/${project.projectId}/chat/completions`,
+        project.bearer("provider-a"),
+        [`content-length: ${body.length}`],
+        body.slice(0, 5),
+      );
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const revoked = await fetch(
+          `${other.url}/admin/v1/projects/${project.projectId}/keys/${project.keyIds["provider-a"]}`,
+          { method: "DELETE", headers: { authorization: `Bearer ${adminToken}` } },
+        );
+        expect(revoked.status).toBe(204);
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        upload.socket.write(body.slice(5));
+        expect((await upload.answer).body).toMatchObject({ error: { code: "FORBIDDEN" } });
+        expect(fake.requests, "nothing went to the provider").toHaveLength(0);
+      } finally {
+        upload.socket.destroy();
+      }
+    });
+  },
+);
