@@ -211,11 +211,15 @@ export function createAdmission(deps: AdmissionDeps) {
       provider: null,
       refusal: null,
       decided: undefined,
-      recheck: undefined,
+      generation: 0,
+      readBefore: 0,
     };
     if (deps.limiter.inScript) reloadWait.beside = limitsBeside(context, options, reloadWait, row);
     // Before authentication: an admin change made while it reads the records is one to check for.
-    row.recheck = deps.recheck?.();
+    if (deps.recheck) {
+      row.generation = deps.recheck.generation();
+      row.readBefore = deps.recheck.readBefore(options.projectId);
+    }
     const auth = deps.authenticate(reloadWait);
     const admission =
       auth instanceof Promise
@@ -576,7 +580,6 @@ export function createAdmission(deps: AdmissionDeps) {
         ? refuse(row.refusal)
         : refuse(clientDisconnected(), "authenticated-refusal");
     }
-    const recheck = row.recheck?.(auth, reloadWait);
     const admitted = (decisions: readonly RateLimitDecision[]): AdmittedCall => {
       if (row.refusal !== null) throw row.refusal;
       const limitHeaders = applyLimits(decisions);
@@ -588,7 +591,9 @@ export function createAdmission(deps: AdmissionDeps) {
         provider: auth.provider,
         providerKey: auth.providerKey,
         rateLimitHeaders: limitHeaders,
-        recheck: recheck ? recheck : () => undefined,
+        recheck: deps.recheck
+          ? deps.recheck.since(row.generation, row.readBefore, auth, reloadWait)
+          : noRecheck,
         finish: (report) => write(context, options, row, base, report),
         fail: (error, provider = auth.provider, model = null, spend) =>
           write(context, options, row, base, failureReport(context, error, provider, model, spend)),
@@ -670,6 +675,9 @@ export function createAdmission(deps: AdmissionDeps) {
 
 export type Admit = ReturnType<typeof createAdmission>;
 
+/** `AdmittedCall.recheck` without an `AdmissionRecheck`: nothing to check. */
+const noRecheck = (): undefined => undefined;
+
 /** Whose a usage row is: the project, the key and the authentication method. */
 interface RowBase {
   projectId: string;
@@ -701,8 +709,9 @@ interface CallRow {
     | { decisions: RateLimitDecision[]; release?: () => void; price?: HeldWithLimits["price"] }
     | { full: number }
     | undefined;
-  /** The check of its credentials once the body is in, begun before authentication (`AdmissionRecheck`). */
-  recheck: ReturnType<AdmissionRecheck> | undefined;
+  /** The credential directory's generation, and its records' read time, before authentication (`AdmissionRecheck`). */
+  generation: number;
+  readBefore: number;
 }
 
 /**
