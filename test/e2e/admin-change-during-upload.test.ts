@@ -65,6 +65,14 @@ describe("a call whose body is still arriving when an admin change refuses its c
       code: "FORBIDDEN",
       make: (project: TestProject) => admin("PATCH", `/${project.projectId}`, { disabled: true }),
     },
+    "its Test Mode turned off": {
+      code: "UNAUTHORIZED",
+      make: (project: TestProject) => admin("PATCH", `/${project.projectId}`, { testMode: false }),
+    },
+    "its project renamed": {
+      code: null,
+      make: (project: TestProject) => admin("PATCH", `/${project.projectId}`, { name: "Renamed" }),
+    },
     "its project deleted": {
       code: "PROJECT_NOT_FOUND",
       make: (project: TestProject) => admin("DELETE", `/${project.projectId}`),
