@@ -5,6 +5,7 @@ import type { Redis } from "ioredis";
 import { createProjectAdmin, type ProjectAdmin } from "./admin/project-admin.js";
 import type { App } from "./app.js";
 import { createApp } from "./app.js";
+import { createAdmissionRecheck } from "./auth/admission-recheck.js";
 import { createAuthenticator } from "./auth/authenticate.js";
 import { createCredentialDirectory } from "./auth/credential-directory.js";
 import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
@@ -330,6 +331,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         });
   const admit = createAdmission({
     authenticate,
+    recheck: createAdmissionRecheck({ directory, testModeAllowed }),
     limiter,
     spend,
     recorder,

@@ -1,4 +1,5 @@
 import { projectIdRecorded } from "../admin/project-id.js";
+import type { AdmissionRecheck } from "../auth/admission-recheck.js";
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError, repeatedProjectIdError } from "../auth/repeated-credential-header.js";
 import { deadlineRefusal, refusalOf, untilRefused } from "../deadline-refusal.js";
@@ -32,6 +33,8 @@ export type Endpoint = "proxy" | "text" | "vision" | "pdf" | "image";
 
 export interface AdmissionDeps {
   authenticate: Authenticate;
+  /** The check of an admitted call's credentials once its body is in (`AdmittedCall.recheck`); none: never. */
+  recheck?: AdmissionRecheck;
   limiter: RateLimiter;
   spend: SpendGuard;
   recorder: UsageRecorder;
@@ -124,6 +127,13 @@ export interface AdmittedCall {
    * promise when the place is in Redis (decided there for every instance, one script).
    */
   priceKnown?: (costUsd: number) => void | Promise<void>;
+  /**
+   * Once the body is in, before anything goes to the provider: throws the refusal a new request with
+   * the same credentials would get when an admin change since admission refuses them (a key revoked,
+   * the project disabled or deleted: `createAdmissionRecheck`); undefined when there is nothing to
+   * check (no change on this instance, the records still fresh), the usual case.
+   */
+  recheck(): Promise<void> | undefined;
   /** Writes the usage row for a call that failed with `error` after admission. */
   fail(
     error: unknown,
@@ -202,8 +212,15 @@ export function createAdmission(deps: AdmissionDeps) {
       provider: null,
       refusal: null,
       decided: undefined,
+      generation: 0,
+      readBefore: 0,
     };
     if (deps.limiter.inScript) reloadWait.beside = limitsBeside(context, options, reloadWait, row);
+    // Before authentication: an admin change made while it reads the records is one to check for.
+    if (deps.recheck) {
+      row.generation = deps.recheck.generation();
+      row.readBefore = deps.recheck.readBefore(options.projectId);
+    }
     const auth = deps.authenticate(reloadWait);
     const admission =
       auth instanceof Promise
@@ -479,7 +496,7 @@ export function createAdmission(deps: AdmissionDeps) {
     context: RequestContext,
     options: AdmissionOptions,
     auth: AuthResult,
-    reloadWait: ReloadWait,
+    reloadWait: AuthRequest,
     row: CallRow,
   ): AdmittedCall | Promise<AdmittedCall> {
     // What the device token's ledger script decided with its lookup, if it did (`limitsBeside`).
@@ -576,6 +593,9 @@ export function createAdmission(deps: AdmissionDeps) {
         provider: auth.provider,
         providerKey: auth.providerKey,
         rateLimitHeaders: limitHeaders,
+        recheck: deps.recheck
+          ? deps.recheck.since(row.generation, row.readBefore, auth, reloadWait)
+          : noRecheck,
         finish: (report) => write(context, options, row, base, report),
         fail: (error, provider = auth.provider, model = null, spend) =>
           write(context, options, row, base, failureReport(context, error, provider, model, spend)),
@@ -657,6 +677,9 @@ export function createAdmission(deps: AdmissionDeps) {
 
 export type Admit = ReturnType<typeof createAdmission>;
 
+/** `AdmittedCall.recheck` without an `AdmissionRecheck`: nothing to check. */
+const noRecheck = (): undefined => undefined;
+
 /** Whose a usage row is: the project, the key and the authentication method. */
 interface RowBase {
   projectId: string;
@@ -688,6 +711,9 @@ interface CallRow {
     | { decisions: RateLimitDecision[]; release?: () => void; price?: HeldWithLimits["price"] }
     | { full: number }
     | undefined;
+  /** The credential directory's generation, and its records' read time, before authentication (`AdmissionRecheck`). */
+  generation: number;
+  readBefore: number;
 }
 
 /**

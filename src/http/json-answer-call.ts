@@ -57,7 +57,12 @@ export async function answerWithJson(
   const share = bodyBudget.share();
   try {
     requireUncompressedUtf8Json(request);
-    const read = (maxBytes: number) => readBody(request, maxBytes, { share, response });
+    // A key revoked (or the project disabled or deleted) while the body arrived: nothing is sent.
+    const read = async (maxBytes: number) => {
+      const body = await readBody(request, maxBytes, { share, response });
+      await call.recheck();
+      return body;
+    };
     const { body, model, usage, costUsd, providerAnswered, partlyUnknown } = await run(
       call,
       client.signal,

@@ -91,6 +91,9 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           if (adapter.requiresJson && !untypedAction(request, path)) requireJsonContentType(request);
           const sent = await readProxiedBody(request, response, adapter, path, deps.maxBodyBytes, share);
           facts = sent.facts;
+          // A key revoked (or the project disabled or deleted) while the body arrived: not sent.
+          const recheck = call.recheck();
+          if (recheck) await recheck;
           // A capped project's image generation whose price the table gives before it runs is held
           // to it, as a /v1/image call is (decision 0042, amended): refused here, nothing sent.
           // Only an image call waits for it: another capped call goes on at once.

@@ -1,0 +1,96 @@
+import { projectIdQuoted } from "../admin/project-id.js";
+import { GatewayError } from "../errors.js";
+import type { AuthRequest, AuthResult } from "./authenticate.js";
+import type { CredentialDirectory } from "./credential-directory.js";
+import { bearerValue, single, testKeyHeader } from "./credential-headers.js";
+import { testKeyMatches } from "./test-key.js";
+
+type AuthSuccess = Extract<AuthResult, { ok: true }>;
+
+export interface AdmissionRecheckDeps {
+  directory: CredentialDirectory;
+  /** False in production, where no test key authenticates (as for `createAuthenticator`). */
+  testModeAllowed: boolean;
+}
+
+/**
+ * A call is authenticated once its head is in; its body may take minutes more to arrive (Node's
+ * `requestTimeout`, 300 s), and a revocation, a deletion or a project disabled meanwhile must still
+ * keep it from the provider: the admin's 204 says the key stopped working at once on this instance
+ * (docs/api.md). The directory's generation and the records' read time are read before authentication; `since`
+ * answers, for the success that follows, the check to run once the body is in. That check costs
+ * nothing while no admin change was made on this instance since and the records the success was
+ * worked out from are still within their TTL (so a change made elsewhere shows as it would for a new
+ * request); otherwise it reads them again, as a new request would, and throws the refusal a new
+ * request with the same credentials would get (404, 403 or 401). Apple is not asked again: a
+ * device token passed, and its use was counted, when the call was admitted.
+ */
+export function createAdmissionRecheck(deps: AdmissionRecheckDeps) {
+  const { directory } = deps;
+  return {
+    generation: () => directory.generation(),
+    /**
+     * When the records of project `projectId` were read, before authentication reads any again: a
+     * record due to be read again is served as it was while its reload is on its way, and the reload
+     * may answer before the call is admitted, leaving a later read time than the record it checked.
+     */
+    readBefore: (projectId: string | undefined) =>
+      projectId === undefined ? directory.now() : directory.readAt(projectId, null),
+    since(
+      generation: number,
+      readBefore: number,
+      result: AuthSuccess,
+      request: AuthRequest,
+    ): () => Promise<void> | undefined {
+      const readAt = Math.min(readBefore, directory.readAt(result.project.id, result.keyId));
+      return () => {
+        if (directory.generation() === generation && directory.now() - readAt < directory.ttlMs)
+          return undefined;
+        return refusalNow(result, request).then((refusal) => {
+          if (refusal !== null) throw refusal;
+        });
+      };
+    },
+  };
+
+  /** What a new request with the same credentials would be refused with now; null: it would pass. */
+  async function refusalNow(result: AuthSuccess, request: AuthRequest): Promise<GatewayError | null> {
+    const id = result.project.id;
+    const project = await directory.project(id);
+    // A project created again under the id is another project: the call was admitted for the first.
+    if (project === null || project.createdAt !== result.project.createdAt)
+      return new GatewayError("PROJECT_NOT_FOUND", `Project ${projectIdQuoted(id)} does not exist`);
+    if (project.disabled) return new GatewayError("FORBIDDEN", "This project is disabled");
+    const key = await directory.key(result.keyId);
+    if (key === null || key.record.projectId !== id || key.record.provider !== result.provider)
+      return unauthorized("the partial key is not valid for this project");
+    if (key.record.revokedAt !== null) return new GatewayError("FORBIDDEN", "This provider key was revoked");
+    if (result.method === "test-key-header" || result.method === "bearer-test-key") {
+      if (!project.testMode || !deps.testModeAllowed)
+        return unauthorized("test mode is off for this project");
+      const candidate =
+        result.method === "test-key-header"
+          ? single(request.headers[testKeyHeader])
+          : testKeyOfBearer(bearerValue(request.headers, request.sdkKeyHeader));
+      if (!candidate || !testKeyMatches(candidate, await directory.testKeyDigests(id)))
+        return unauthorized("the test key does not match");
+      return null;
+    }
+    if (!project.deviceCheck.enabled) return unauthorized("device check is off for this project");
+    if (project.deviceCheck.changedAt !== result.project.deviceCheck.changedAt)
+      return unauthorized("the project's DeviceCheck settings changed; retry");
+    return null;
+  }
+}
+
+export type AdmissionRecheck = ReturnType<typeof createAdmissionRecheck>;
+
+/** The token of a Bearer `<partial_key>.<token>` value (after its first dot). */
+function testKeyOfBearer(bearer: string | undefined): string | undefined {
+  const separator = bearer?.indexOf(".") ?? -1;
+  return bearer !== undefined && separator > 0 ? bearer.slice(separator + 1) : undefined;
+}
+
+function unauthorized(reason: string): GatewayError {
+  return new GatewayError("UNAUTHORIZED", `No authentication method succeeded: ${reason}`);
+}
