@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { Writable } from "node:stream";
+import type { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import { admissionRequestContext } from "../../test/support/admission-request-context.js";
 import {
@@ -94,7 +95,7 @@ const testKeyOf = (project: Project) => (): AuthResult => ({
  * and 12.50 spent by one call: room for two calls in flight.
  */
 async function capped(perMinute: number | null = null) {
-  const { proxy, prefix, limiter, spend } = await overHeldRedis();
+  const { proxy, client, prefix, limiter, spend } = await overHeldRedis();
   const project = cappedProject(30, perMinute);
   const rows: UsageRecord[] = [];
   const admit = createAdmission({
@@ -113,6 +114,7 @@ async function capped(perMinute: number | null = null) {
   const watcher = await readyClient();
   return {
     proxy,
+    client,
     call,
     rows,
     places: () => watcher.zcard(`${prefix}:spend-in-flight:prj_1`),
@@ -257,6 +259,7 @@ async function deviceChecked(
   const digestOf = (sent: string) => createHash("sha256").update(Buffer.from(sent, "base64")).digest("hex");
   return {
     proxy,
+    client,
     call,
     otherToken,
     rows,
@@ -267,12 +270,15 @@ async function deviceChecked(
   };
 }
 
-/** Rounds the call waited for at the proxy, its replies held and let go one round at a time. */
+/**
+ * Rounds the call waited for at the proxy, its replies held and let go one round at a time, counted
+ * once `client` has the answers to what the calls before sent (`holdAfter`).
+ */
 async function roundsOf(
-  proxy: Awaited<ReturnType<typeof heldRedisReplies>>,
+  { proxy, client }: { proxy: Awaited<ReturnType<typeof heldRedisReplies>>; client: Redis },
   call: () => Promise<AdmittedCall>,
 ) {
-  proxy.hold();
+  await proxy.holdAfter(client);
   const outcome = call().then(
     (admitted) => ({ admitted }),
     (error: unknown) => ({ error }),
@@ -305,10 +311,10 @@ const finish = (call: AdmittedCall) =>
 
 describe.skipIf(!redisAvailable)("admission with the limits and the spend cap in Redis", () => {
   it("admits a capped project's call after one Redis round trip: the calls in flight and the limits together", async () => {
-    const { proxy, call } = await capped();
+    const { proxy, client, call } = await capped();
     // The month's spend read, and the scripts loaded into Redis (EVAL after NOSCRIPT), beforehand.
     finish(await call());
-    proxy.hold();
+    await proxy.holdAfter(client);
     const outcome = call().then(
       (admitted) => ({ admitted }),
       (error: unknown) => ({ error }),
@@ -399,12 +405,12 @@ describe.skipIf(!redisAvailable)("admission with the limits and the spend cap in
 
 describe.skipIf(!redisAvailable)("admission of a DeviceCheck token with its ledger in Redis", () => {
   it("admits a call with a token passed before after one Redis round trip: the ledger and the limits together", async () => {
-    const { proxy, call, appleCalls, tokenUses, projectCount } = await deviceChecked();
+    const { proxy, client, call, appleCalls, tokenUses, projectCount } = await deviceChecked();
     // Apple asked, the partial key rebuilt and the scripts loaded into Redis, beforehand.
     finish(await call());
     finish(await call());
     expect(appleCalls()).toBe(1);
-    const { rounds, settled } = await roundsOf(proxy, call);
+    const { rounds, settled } = await roundsOf({ proxy, client }, call);
     expect(settled).toHaveProperty("admitted");
     expect(rounds).toBe(1);
     expect(await tokenUses()).toBe("3");
@@ -413,10 +419,10 @@ describe.skipIf(!redisAvailable)("admission of a DeviceCheck token with its ledg
   });
 
   it("admits a capped project's call after one round trip: the ledger, the calls in flight and the limits together", async () => {
-    const { proxy, call, places, tokenUses } = await deviceChecked({ capUsd: 30 });
+    const { proxy, client, call, places, tokenUses } = await deviceChecked({ capUsd: 30 });
     finish(await call());
     finish(await call());
-    const { rounds, settled } = await roundsOf(proxy, call);
+    const { rounds, settled } = await roundsOf({ proxy, client }, call);
     expect(settled).toHaveProperty("admitted");
     expect(rounds).toBe(1);
     expect(await places()).toBe(1);
@@ -431,18 +437,22 @@ describe.skipIf(!redisAvailable)("admission of a DeviceCheck token with its ledg
     ["single-use", 30],
   ] as const) {
     it(`admits a call with a token Apple is asked about (${tokenMode}, cap ${capUsd}) after two round trips: the lookup, then the entry and the limits together`, async () => {
-      const { proxy, call, otherToken, appleCalls, tokenUses, projectCount } = await deviceChecked({
+      const { proxy, client, call, otherToken, appleCalls, tokenUses, projectCount } = await deviceChecked({
         tokenMode,
         capUsd,
       });
-      // The partial key rebuilt and the scripts loaded into Redis with another token, beforehand.
+      // The partial key rebuilt with one token, then the scripts of a token Apple is asked about (the
+      // lookup, then the entry, each with what admission decides) loaded into Redis with another,
+      // beforehand: the first call runs other scripts, and on a Redis that had not run these yet (a
+      // restart, their Lua changed) the entry's EVALSHA met NOSCRIPT, its EVAL a third round trip.
       finish(await call());
-      const { rounds, settled } = await roundsOf(proxy, () => call(undefined, otherToken(1)));
+      finish(await call(undefined, otherToken(2)));
+      const { rounds, settled } = await roundsOf({ proxy, client }, () => call(undefined, otherToken(1)));
       expect(settled).toHaveProperty("admitted");
-      expect(appleCalls()).toBe(2);
+      expect(appleCalls()).toBe(3);
       expect(rounds).toBe(2);
       expect(await tokenUses(otherToken(1))).toBe("1");
-      expect(await projectCount()).toBe("2");
+      expect(await projectCount()).toBe("3");
       if ("admitted" in settled) finish(settled.admitted);
       // A single-use token's replay is refused in its one lookup.
       if (tokenMode === "single-use")
@@ -451,17 +461,21 @@ describe.skipIf(!redisAvailable)("admission of a DeviceCheck token with its ledg
   }
 
   it("counts no use of a token Apple passed for a call a limit then refuses, in two round trips", async () => {
-    const { proxy, call, otherToken, rows, appleCalls, tokenUses, projectCount } = await deviceChecked({
-      tokenMode: "single-use",
-      perMinute: 1,
-    });
+    const { proxy, client, call, otherToken, rows, appleCalls, tokenUses, projectCount } =
+      await deviceChecked({
+        tokenMode: "single-use",
+        perMinute: 1,
+      });
     finish(await call());
-    const { rounds, settled } = await roundsOf(proxy, () => call(undefined, otherToken(1)));
+    // The scripts of a token Apple is asked about loaded into Redis with another, beforehand (see
+    // above): refused by the limit as well, in the entry's script.
+    await expect(call(undefined, otherToken(2))).rejects.toMatchObject({ code: "TOO_MANY_REQUESTS" });
+    const { rounds, settled } = await roundsOf({ proxy, client }, () => call(undefined, otherToken(1)));
     expect(settled).toMatchObject({
       error: { code: "TOO_MANY_REQUESTS", message: expect.stringContaining("Rate limit exceeded (project") },
     });
     expect(rows.at(-1)).toMatchObject({ status: 429 });
-    expect(appleCalls()).toBe(2);
+    expect(appleCalls()).toBe(3);
     // The lookup, then the entry with the limits: no use counted there to give back after.
     expect(rounds).toBe(2);
     // Remembered as Apple passed it, its one use still the token's.
@@ -539,10 +553,12 @@ describe.skipIf(!redisAvailable)("admission of a DeviceCheck token with its ledg
   });
 
   it("gives back the place and the token's use of a client that left while the script was on its way", async () => {
-    const { proxy, call, rows, places, tokenUses, projectCount } = await deviceChecked({ capUsd: 30 });
+    const { proxy, client, call, rows, places, tokenUses, projectCount } = await deviceChecked({
+      capUsd: 30,
+    });
     finish(await call());
     const socket = { destroyed: false };
-    proxy.hold();
+    await proxy.holdAfter(client);
     const outcome = call(socket).catch((error: unknown) => error);
     await proxy.replied();
     socket.destroyed = true;

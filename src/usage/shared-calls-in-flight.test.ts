@@ -2,6 +2,7 @@ import { afterAll, describe, expect, it, vi } from "vitest";
 import { beforeTimer } from "../../test/support/before-timer.js";
 import { fakeUsageRepository, spent } from "../../test/support/fake-usage-repository.js";
 import { redisRelay } from "../../test/support/held-redis-replies.js";
+import { redisMonitor } from "../../test/support/redis-monitor.js";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace, redisUrl } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
@@ -231,9 +232,12 @@ describe.skipIf(!redisAvailable)("the spend cap's calls in flight in Redis", () 
     // Renewed every 10 s: the test is over long before.
     const shared = createSharedCallsInFlight({ redis: client, breaker, keyPrefix });
     const release = await shared.take("p1", 1);
+    // The rest ends once the probe, sent 50 ms in, is answered: waited for, not slept (60 ms left
+    // a loaded machine's probe unanswered, the rest still on at close, the place still in Redis).
+    const recovered = new Promise<void>((resolve) => breaker.onRecovered(resolve));
     breaker.leave(breaker.enter(), false, new Error("Connection is closed."));
     if (taken(release)) release();
-    await sleep(60);
+    await recovered;
     await shared.close();
     expect(await client.zcard(`${keyPrefix}:p1`)).toBe(0);
   });
@@ -339,10 +343,9 @@ describe.skipIf(!redisAvailable)("the spend cap's calls in flight in Redis", () 
       shared,
     });
     // Every command the Redis server runs, as MONITOR reports it: this prefix's only.
-    const watcher = await readyClient();
-    const monitor = await watcher.monitor();
+    // On a connection of its own, not ioredis's monitor(): see redisMonitor.
     const seen: string[] = [];
-    monitor.on("monitor", (_time: string, args: string[]) => {
+    const monitor = await redisMonitor(redisUrl, (args) => {
       if (args.some((arg) => arg.startsWith(keyPrefix))) seen.push(args.join(" "));
     });
     try {
@@ -379,7 +382,7 @@ describe.skipIf(!redisAvailable)("the spend cap's calls in flight in Redis", () 
       });
       release?.();
     } finally {
-      monitor.disconnect();
+      await monitor.close();
     }
   });
 

@@ -74,6 +74,17 @@ export async function heldRedisReplies(redisUrl: string) {
       rounds = 0;
       repliedSinceSent = true;
     },
+    /**
+     * `hold()` once `client` (connected through this relay) has the answers to all it sent before:
+     * a PING sent after them, answered. A command an earlier call sent without waiting for it (the
+     * ZREM that gives back a place, at `finish`) was written before `hold()`, but the relay may read
+     * it only after; were it read alone, its answer let go before the next call's first command,
+     * that command counted as a second round.
+     */
+    async holdAfter(client: { ping(): Promise<unknown> }): Promise<void> {
+      await client.ping();
+      this.hold();
+    },
     /** Resolves once a reply is held. */
     replied(): Promise<void> {
       return held.length > 0 ? Promise.resolve() : new Promise((resolve) => waiting.push(resolve));
