@@ -221,6 +221,22 @@ describe("sluice usage import", () => {
     expect(dropped.every((row) => stored.has(row.request_id))).toBe(true);
   });
 
+  // A prefix of a collector's own format may hold a brace before the line's JSON (a template's
+  // `{pod}` or a syslog field): the JSON was read from the first brace only, and the line refused.
+  it("reads a contents line behind a prefix that holds a brace of its own", async () => {
+    const { text, dropped } = gatewayLog("braced");
+    const braced = text
+      .split("\n")
+      .map((line) => (line === "" ? line : `2026-12-02T10:00:00Z {pod=sluice-0} [a{b] ${line}`))
+      .join("\n");
+    const file = join(dataDir, "braced.log");
+    writeFileSync(file, braced);
+    const result = await cli("usage", "import", file);
+    expect(result.json()).toEqual({ read: 33, inserted: 33, alreadyPresent: 0, refused: [] });
+    const stored = new Set((await storedRows()).map((row) => row.request_id));
+    expect(dropped.every((row) => stored.has(row.request_id))).toBe(true);
+  });
+
   // A contents line cut short is no JSON: said, not skipped as if the log held no rows.
   it("refuses a line that names the contents message but is no JSON, saying so", async () => {
     const { text } = gatewayLog("cut");

@@ -747,3 +747,83 @@ describe("admission at the shutdown deadline", () => {
     expect(admit.unrecorded()).toBe(0);
   });
 });
+
+/**
+ * The spend cap's messages name amounts as Sluice takes them (plain digits to the billionth, as
+ * `--monthly-spend-cap` shows them): a price summed in floats came out as `0.5010000000000001 USD`,
+ * and a cap under a millionth as `1e-7 USD`.
+ */
+describe("the spend cap's messages", () => {
+  function admitted(capUsd: number, verdict: "over-cap" | "in-flight") {
+    const project = {
+      id: "prj_1",
+      createdAt: "2026-11-01T00:00:00.000Z",
+      rateLimits: { perMinute: null, devicePerMinute: null },
+      monthlySpendCapUsd: capUsd,
+      proxyAllowList: null,
+    };
+    const admit = createAdmission({
+      authenticate: authenticatedAs(project),
+      limiter: { consumeAll: () => [decision(true)] } as unknown as RateLimiter,
+      spend: {
+        add: () => {},
+        addUnpriced: () => {},
+        monthToDate: async () => 0,
+        holdWithLimits: () => ({ release: () => {}, price: () => verdict }),
+      } as unknown as SpendGuard,
+      recorder: { record: () => {} } as unknown as UsageRecorder,
+      metrics: createMetrics({ collectDefaults: false }),
+      now: () => new Date("2026-11-23T12:00:00Z"),
+      defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
+    });
+    return admit(admissionRequestContext(), {
+      endpoint: "image",
+      projectId: "prj_1",
+      provider: "provider-a",
+    });
+  }
+  const messageOf = (run: () => unknown) => {
+    try {
+      run();
+    } catch (error) {
+      return (error as GatewayError).message;
+    }
+    return null;
+  };
+
+  it("names a price and a cap to the billionth, in plain digits", async () => {
+    const call = await admitted(0.3, "over-cap");
+    expect(messageOf(() => call.priceKnown?.(0.1 + 0.2 + 0.201))).toMatch(
+      /^This call's price, 0\.501 USD, would take this project past its monthly spend cap of 0\.3 USD;/,
+    );
+    const tiny = await admitted(1e-7, "over-cap");
+    expect(messageOf(() => tiny.priceKnown?.(2e-9))).toMatch(
+      /^This call's price, 0\.000000002 USD, .* cap of 0\.0000001 USD;/,
+    );
+    const inFlight = await admitted(1e-7, "in-flight");
+    expect(messageOf(() => inFlight.priceKnown?.(2e-9))).toContain("monthly spend cap of 0.0000001 USD;");
+  });
+
+  it("names the cap the month reached in plain digits", async () => {
+    const project = {
+      id: "prj_1",
+      createdAt: "2026-11-01T00:00:00.000Z",
+      rateLimits: { perMinute: null, devicePerMinute: null },
+      monthlySpendCapUsd: 1e-7,
+      proxyAllowList: null,
+    };
+    const admit = createAdmission({
+      authenticate: authenticatedAs(project),
+      limiter: { consumeAll: () => [decision(true)] } as unknown as RateLimiter,
+      spend: { monthToDate: async () => 1e-7 } as unknown as SpendGuard,
+      recorder: { record: () => {} } as unknown as UsageRecorder,
+      metrics: createMetrics({ collectDefaults: false }),
+      now: () => new Date("2026-11-23T12:00:00Z"),
+      defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
+    });
+    const refused = await Promise.resolve(
+      admit(admissionRequestContext(), { endpoint: "text", projectId: "prj_1", provider: "provider-a" }),
+    ).catch((error: unknown) => error as GatewayError);
+    expect((refused as GatewayError).message).toMatch(/monthly spend cap of 0\.0000001 USD;/);
+  });
+});

@@ -829,7 +829,7 @@ async function checkSpend(
   if (Math.round(spent * 1e9) >= Math.round(capUsd * 1e9)) {
     throw new GatewayError(
       "FORBIDDEN",
-      `This project reached its monthly spend cap of ${capUsd} USD; it resets on the 1st (UTC) or when an admin raises it`,
+      `This project reached its monthly spend cap of ${usdText(capUsd)} USD; it resets on the 1st (UTC) or when an admin raises it`,
     );
   }
   return spent;
@@ -887,15 +887,26 @@ function refuseOverPrice(verdict: KnownPriceVerdict, capUsd: number, costUsd: nu
   if (verdict === "in-flight") throw callsInFlightFull(capUsd);
   throw new GatewayError(
     "FORBIDDEN",
-    `This call's price, ${costUsd} USD, would take this project past its monthly spend cap of ${capUsd} USD; a cheaper call may fit, or the cap resets on the 1st (UTC) or when an admin raises it`,
+    `This call's price, ${usdText(costUsd)} USD, would take this project past its monthly spend cap of ${usdText(capUsd)} USD; a cheaper call may fit, or the cap resets on the 1st (UTC) or when an admin raises it`,
   );
+}
+
+/**
+ * An amount in USD as Sluice's messages name it: plain digits to the billionth (the precision a
+ * cost is recorded and the cap compared at), no trailing zeros, as `--monthly-spend-cap` is shown:
+ * `0.501`, not a float sum's `0.5010000000000001`; `0.0000001`, not `1e-7`.
+ */
+export function usdText(amount: number): string {
+  if (!Number.isFinite(amount) || Math.abs(amount) >= 1e21) return String(amount);
+  const text = amount.toFixed(9).replace(/\.?0+$/, "");
+  return text === "-0" ? "0" : text;
 }
 
 /** The 429 of a call the project's calls in flight leave no room for under its cap. */
 function callsInFlightFull(capUsd: number): GatewayError {
   return new GatewayError(
     "TOO_MANY_REQUESTS",
-    `This project's calls in flight may reach its monthly spend cap of ${capUsd} USD; retry when they end`,
+    `This project's calls in flight may reach its monthly spend cap of ${usdText(capUsd)} USD; retry when they end`,
     { headers: { "retry-after": "1" } },
   );
 }

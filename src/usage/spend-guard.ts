@@ -271,7 +271,7 @@ function spendGuard(deps: SpendGuardDeps) {
   /**
    * The project's figures for the month of `at`, started afresh when the month changed, or when
    * `createdAt` says the project is another than the one they were read for (deleted and created
-   * again under its id).
+   * again under its id): a later creation only, never an earlier one (an old record's).
    */
   function monthOf(projectId: string, at: Date, createdAt?: string): MonthSpend {
     const time = at.getTime();
@@ -318,7 +318,11 @@ function spendGuard(deps: SpendGuardDeps) {
       relist(entry);
     }
     const since = createdAt !== undefined && createdAt > entry.month ? createdAt : entry.month;
-    if (createdAt !== undefined && since !== entry.since) {
+    // A creation before the one the figure is read from is a project's deleted under the id, named
+    // by a request that read its record before the new one was created: the figure stays the new
+    // project's (read again from the month, the next request of the new project started its calls
+    // in flight afresh, its own left out of the count).
+    if (createdAt !== undefined && since !== entry.since && !(Date.parse(since) < entry.creationMs)) {
       // Another project under the id (or its creation first learnt): the month is read again from
       // there. Costs recorded here and not yet written stay counted until written, but for those
       // all stamped before the creation: a project deleted under the id left them (its last calls,

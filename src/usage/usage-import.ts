@@ -157,7 +157,7 @@ export async function importDroppedRows(
 /**
  * The line's fields when it is a contents line (JSON, with that message), undefined otherwise;
  * "unreadable" when it names the message but holds no JSON to read it from. The JSON is read from
- * the line's start, else from its first `{` (a log collector's prefix: journalctl's `… host
+ * the line's start, else from the first `{` it reads from (a log collector's prefix: journalctl's `… host
  * sluice[812]: `, `docker logs -t`'s and `kubectl logs --timestamps`' time), or from the `log`
  * member a container runtime's JSON file wraps each line in (Docker's json-file driver): skipped,
  * such a log's rows were all left out, the import saying it had read none.
@@ -165,10 +165,25 @@ export async function importDroppedRows(
 function contentsLine(text: string): { columns?: unknown; rows?: unknown } | "unreadable" | undefined {
   // Most of a log is other lines: parsed only when they may be one.
   if (!text.includes(droppedRowsContents)) return undefined;
-  const parsed = parsedObject(text) ?? parsedObject(text.slice(Math.max(0, text.indexOf("{"))));
+  const parsed = parsedObject(text) ?? behindPrefix(text);
   if (parsed === undefined) return "unreadable";
   if (parsed.msg === undefined && typeof parsed.log === "string") return contentsLine(parsed.log.trimEnd());
   return parsed.msg === droppedRowsContents ? parsed : undefined;
+}
+
+/**
+ * The JSON object a prefix hides (`contentsLine`): read from each `{` before the message in turn,
+ * the first that reads, as the prefix may hold braces of its own (a template's `{pod}`). Only those
+ * before the message: the object holds it, and a line cut short is not read again from every brace
+ * of its rows.
+ */
+function behindPrefix(text: string): ReturnType<typeof parsedObject> {
+  const message = text.indexOf(droppedRowsContents);
+  for (let at = text.indexOf("{"); at !== -1 && at < message; at = text.indexOf("{", at + 1)) {
+    const parsed = parsedObject(text.slice(at));
+    if (parsed !== undefined) return parsed;
+  }
+  return undefined;
 }
 
 /** `text` as JSON, when it is a JSON object; undefined otherwise. */

@@ -795,6 +795,29 @@ describe("spend guard", () => {
     await recorder.stop();
   });
 
+  // A request that read the project before it was deleted and created again (its record the old
+  // one's) asks for the month with the old creation after a request of the new project: the figure
+  // went back to the old project's month, and the new project's next request started a count of
+  // calls in flight afresh, its own call in flight left out of it.
+  it("keeps a project created again at its creation when a request holding the old record asks after it", async () => {
+    const usage = fakeUsageRepository({ spendSince: async () => spent(0) });
+    let now = new Date("2026-11-15T00:00:02.000Z");
+    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000, unpricedCallUsd: 0.1 });
+    const createdAgain = "2026-11-15T00:00:01.000Z";
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
+    // A cap of 0.10: one call in flight at the floor.
+    const newPlace = guard.hold("p1", 0.1, 0);
+    expect(newPlace).toBeTypeOf("function");
+    expect(guard.hold("p1", 0.1, 0)).toBeUndefined();
+    // A request that read the old project's record (created the 1st) before the re-creation.
+    now = new Date("2026-11-15T00:00:03.000Z");
+    await guard.monthToDate("p1", "2026-11-01T00:00:00.000Z");
+    // The new project's next request: its call in flight still holds the only place.
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
+    expect(guard.hold("p1", 0.1, 0)).toBeUndefined();
+    newPlace?.();
+  });
+
   it("does not judge a project created again under the id by the old one's read still in flight", async () => {
     const reads: Array<{ from: string; answer: (value: number) => void }> = [];
     const usage = {
