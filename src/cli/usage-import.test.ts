@@ -1,5 +1,6 @@
+import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -141,6 +142,48 @@ describe("sluice usage import", () => {
     const stored = new Set((await storedRows()).map((row) => row.request_id));
     expect(dropped.every((row) => stored.has(row.request_id))).toBe(true);
   });
+
+  // docs/operations.md, "Usage rows": without the CLI at hand, jq and the database's shell insert
+  // the rows again. The snippet runs as the page writes it, on a log as the gateway writes it.
+  const hasCommand = (name: string) => spawnSync(name, ["--version"]).status === 0;
+  it.skipIf(!hasCommand("jq") || !hasCommand("sqlite3"))(
+    "the operations page's fallback without the CLI (jq, then sqlite3) stores the dropped rows as they were",
+    async () => {
+      const page = readFileSync(new URL("../../docs/operations.md", import.meta.url), "utf8");
+      const after = page.slice(page.indexOf("Without the CLI at hand"));
+      const snippet = /```sh\n([\s\S]*?)```/.exec(after)?.[1] ?? "";
+      expect(snippet).toContain("sqlite3");
+      const dropped = [
+        usageRow("jq_0", {
+          model: "it's a \\ model",
+          error_code: null,
+          cost_usd: 0.000000001,
+          latency_ms: 10.25,
+        }),
+        usageRow("jq_1", {
+          status: 502,
+          outcome: "error",
+          error_code: "PROVIDER_ERROR",
+          cost_usd: null,
+          streamed: 1,
+        }),
+        usageRow("jq_2", { provider_answered: 2, requests: 3, key_id: null, ttfb_ms: null }),
+      ];
+      const { logger, lines } = logged();
+      usageRecorderReports(createMetrics(), logger).onDropped?.(dropped.length, "shutdown", dropped);
+      const work = mkdtempSync(join(tmpdir(), "sluice-jq-"));
+      try {
+        writeFileSync(join(work, "gateway.log"), lines.join(""));
+        const run = spawnSync("bash", ["-e", "-c", snippet], { cwd: work, encoding: "utf8" });
+        expect(run.stderr).toBe("");
+        expect(run.status).toBe(0);
+      } finally {
+        rmSync(work, { recursive: true, force: true });
+      }
+      const stored = (await storedRows()).filter((row) => row.request_id.startsWith("jq_"));
+      expect(byId(stored)).toEqual(byId(dropped));
+    },
+  );
 
   it("imports a long log in batches, counting apart the rows stored already among them", async () => {
     const { logger, lines } = logged();

@@ -5,21 +5,25 @@ import { describe, expect, it } from "vitest";
 import {
   brokenLink,
   brokenSection,
+  brokenUnquotedSection,
   filesUnder,
   githubSlug,
   headingAnchors,
   markdownLinks,
   namedSections,
   root,
+  unquotedSections,
 } from "../support/markdown-links.js";
 
 /**
  * Every relative link in the docs, and every docs/… path that a source comment or error message
  * points to, leads to a file that exists and, where it names an anchor, to a heading of that file
- * as GitHub slugs it; a section named in prose (`docs/api.md, "Errors"`) is a heading of its file.
+ * as GitHub slugs it; a section named in prose (`docs/api.md, "Errors"`, or without quotes,
+ * `README, Configuration`) is a heading of its file. The benchmark's Markdown is checked as the docs are.
  */
 
-const docs = ["README.md", "CHANGELOG.md", ...filesUnder("docs", ".md")];
+// The benchmark's README and its reports are docs too: the README links to them, and they link on.
+const docs = ["README.md", "CHANGELOG.md", ...filesUnder("docs", ".md"), ...filesUnder("bench", ".md")];
 const self = relative(root, fileURLToPath(import.meta.url));
 const sources = ["src", "test", "bin", "scripts", "bench"]
   .flatMap((dir) => [...filesUnder(dir, ".ts"), ...filesUnder(dir, ".js")])
@@ -38,13 +42,22 @@ describe("links in the docs", () => {
       const why = brokenSection(path, phrase);
       if (why) broken.push(`${doc}:${line}: ${file}, "${phrase}": ${why}`);
     }
+    for (const { file, words, line } of unquotedSections(text)) {
+      const path = existsSync(join(root, dirname(doc), file)) ? join(dirname(doc), file) : file;
+      const why = brokenUnquotedSection(path, words);
+      if (why) broken.push(`${doc}:${line}: ${file}, ${words.join(" ")}: ${why}`);
+    }
     expect(broken).toEqual([]);
   });
 });
 
 describe("files of the checkout named in the docs", () => {
-  // The changelog and the decision records are left out: they tell what was so when written.
-  const current = docs.filter((doc) => doc !== "CHANGELOG.md" && !doc.startsWith("docs/decisions/"));
+  // The changelog, the decision records and the benchmark's reports are left out: they tell what
+  // was so when written.
+  const current = docs.filter(
+    (doc) =>
+      doc !== "CHANGELOG.md" && !doc.startsWith("docs/decisions/") && !doc.startsWith("bench/results/"),
+  );
   it.each(current)("%s names only source, test and script files that exist", (doc) => {
     const missing: string[] = [];
     readFileSync(join(root, doc), "utf8")
@@ -77,6 +90,10 @@ describe("docs named in the source (comments and messages)", () => {
         const why = brokenSection(file, phrase);
         if (why) broken.push(`${source}:${line}: ${file}, "${phrase}": ${why}`);
       }
+      for (const { file, words, line } of unquotedSections(text)) {
+        const why = brokenUnquotedSection(file, words);
+        if (why) broken.push(`${source}:${line}: ${file}, ${words.join(" ")}: ${why}`);
+      }
     }
     expect(named).toBeGreaterThan(50);
     expect(broken).toEqual([]);
@@ -99,6 +116,21 @@ describe("the link checker", () => {
   it("numbers repeated headings and skips code blocks", () => {
     const anchors = headingAnchors("# Usage\n## Usage\n```\n# not a heading\n```\n## Usage\n");
     expect([...anchors]).toEqual(["usage", "usage-1", "usage-2"]);
+  });
+
+  it("finds a section named without quotes that is no heading", () => {
+    const named = unquotedSections("see (README, Shutdown) and docs/proxy.md: Bodies and streams, then\n");
+    expect(named).toEqual([
+      { file: "README.md", words: ["Shutdown"], line: 1 },
+      { file: "docs/proxy.md", words: ["Bodies", "and", "streams"], line: 1 },
+    ]);
+    expect(brokenUnquotedSection("README.md", ["Shutdown", "says", "so"])).toBeUndefined();
+    expect(brokenUnquotedSection("docs/api.md", ["PROJECT_NOT_FOUND"])).toBeUndefined();
+    expect(brokenUnquotedSection("SPEC.md", ["Errors"])).toBeUndefined();
+    expect(brokenUnquotedSection("README.md", ["Graceful", "shutdown"])).toBe(
+      'README.md has no heading "Graceful shutdown" nor one its first words start',
+    );
+    expect(brokenUnquotedSection("docs/missing.md", ["Errors"])).toBe("docs/missing.md does not exist");
   });
 
   it("finds a link that leads to no file or no heading", () => {

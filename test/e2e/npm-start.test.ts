@@ -228,7 +228,7 @@ describe("npm start", () => {
     );
   });
 
-  // A container whose command is `npm start` (README: Graceful shutdown) runs npm as PID 1, which
+  // A container whose command is `npm start` (README, "Shutdown") runs npm as PID 1, which
   // every orphan of its process tree goes to, and which waits for its own child alone: a process
   // of the build left behind (esbuild's service, the build's or tsx's) stayed a zombie beside the
   // gateway for as long as it ran. A PID namespace of its own (unshare) puts npm there.

@@ -151,3 +151,36 @@ export function namedSections(text: string): { file: string; phrase: string; lin
   }
   return named;
 }
+
+/**
+ * The sections a text names without quotes, as `(README, Configuration)` or `docs/proxy.md, Usage`:
+ * the words after the name from the capital one on, up to a punctuation mark or the line's end.
+ */
+export function unquotedSections(text: string): { file: string; words: string[]; line: number }[] {
+  const named: { file: string; words: string[]; line: number }[] = [];
+  const pattern = /(?<![\w/.-])([\w./-]*\w\.md|README)[,:] (\p{Lu}[\w-]*(?: [\w-]+)*)/gu;
+  for (const match of text.matchAll(pattern)) {
+    const line = text.slice(0, match.index).split("\n").length;
+    const file = match[1] === "README" ? "README.md" : (match[1] ?? "");
+    named.push({ file, words: (match[2] ?? "").split(" "), line });
+  }
+  return named;
+}
+
+/**
+ * Why a section named without quotes is not there; or undefined. Its first words, one or more, are a
+ * heading of the file or the start of one (the prose may go on after the name: `README, Shutdown
+ * says`); a name in capitals alone (`DELETE`, `PROJECT_NOT_FOUND`: a row of a table) is in its text.
+ */
+export function brokenUnquotedSection(file: string, words: string[]): string | undefined {
+  if (!existsSync(join(root, file))) {
+    // A bare name of no file here is a document kept outside the checkout (SPEC.md, DESIGN.md).
+    return file.includes("/") ? `${file} does not exist` : undefined;
+  }
+  for (let count = words.length; count >= 1; count -= 1) {
+    if (brokenSection(file, words.slice(0, count).join(" ")) === undefined) return undefined;
+  }
+  const first = words[0] ?? "";
+  if (/^[\p{Lu}\d_]+$/u.test(first) && flattened(file).includes(first.toLowerCase())) return undefined;
+  return `${file} has no heading "${words.join(" ")}" nor one its first words start`;
+}
