@@ -245,13 +245,14 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
      * shows within the TTL).
      */
     readAt(projectId: string, keyId: string | null): number {
+      // On every admitted call (twice): three lookups, no array built for them.
       let oldest = now();
-      for (const entry of [
-        entryOf(projects, projectId),
-        entryOf(testKeys, projectId),
-        keyId ? entryOf(keys, keyId) : undefined,
-      ])
-        if (entry && entry.at < oldest) oldest = entry.at;
+      const project = entryOf(projects, projectId);
+      if (project && project.at < oldest) oldest = project.at;
+      const digests = entryOf(testKeys, projectId);
+      if (digests && digests.at < oldest) oldest = digests.at;
+      const key = keyId ? entryOf(keys, keyId) : undefined;
+      if (key && key.at < oldest) oldest = key.at;
       return oldest;
     },
     /**
