@@ -13,7 +13,7 @@ import { checkOutputSchema } from "../structured/output-schema.js";
 import { parsePdfInput } from "../structured/pdf-input.js";
 import type { FetchedBytesHold, FetchPdf } from "../structured/safe-pdf-fetch.js";
 import { costOfTokens } from "../usage/token-cost.js";
-import type { Admit } from "./admission.js";
+import type { Admit, AdmittedCall } from "./admission.js";
 import { type BodyBudget, type BodyShare, bodyBudgetFull, holdInShare } from "./body-budget.js";
 import { answerWithJson } from "./json-answer-call.js";
 import { jsonBodyLimits } from "./json-shape.js";
@@ -194,8 +194,11 @@ async function parseInput(
   deps: StructuredRouteDeps,
   kind: AnalysisKind,
   value: string,
-  /** The call's project and provider (a PDF fetched by URL takes a place of the project's share). */
-  call: { project: Project; provider: ProviderId },
+  /**
+   * The call's project and provider (a PDF fetched by URL takes a place of the project's share), and
+   * its recheck, run again once such a PDF is in.
+   */
+  call: Pick<AdmittedCall, "project" | "provider" | "recheck">,
   /** Stops a PDF fetch by URL: the client left. */
   signal: AbortSignal,
   requestId: string,
@@ -219,6 +222,10 @@ async function parseInput(
   const bytes = await deps.fetchPdf(pdf.url, signal, requestId, hold, call.project.id);
   // All of it, once fetched (nothing more from a fetcher that counted it as it arrived).
   hold.received(bytes.length);
+  // The fetch may take SLUICE_PDF_FETCH_TIMEOUT_MS from a host the caller chose, a body arriving as
+  // slowly as an upload: a key revoked (or the project disabled or deleted) meanwhile sends nothing.
+  const recheck = call.recheck();
+  if (recheck) await recheck;
   requirePdfWithinLimits(provider, bytes);
   return { kind, bytes };
 }

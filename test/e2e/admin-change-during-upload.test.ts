@@ -77,6 +77,24 @@ describe("a call whose body is still arriving when an admin change refuses its c
       code: "PROJECT_NOT_FOUND",
       make: (project: TestProject) => admin("DELETE", `/${project.projectId}`),
     },
+    "its test key rotated": {
+      code: null,
+      make: (project: TestProject) => admin("POST", `/${project.projectId}/test-keys`),
+    },
+    "its spend cap and output schema changed": {
+      code: null,
+      make: (project: TestProject) =>
+        admin("PATCH", `/${project.projectId}`, {
+          monthlySpendCapUsd: 50,
+          outputSchema: { ...titleSchema, description: "changed" },
+        }),
+    },
+    // A policy, not a credential: as a rate limit or the spend cap, it holds the calls admitted after it.
+    "its proxy allow-list narrowed": {
+      code: null,
+      make: (project: TestProject) =>
+        admin("PATCH", `/${project.projectId}`, { proxyAllowList: { "provider-a": ["POST embeddings"] } }),
+    },
     "another project changed": {
       code: null,
       make: async () => {
@@ -174,3 +192,75 @@ describe.skipIf(!postgresAvailable)(
     });
   },
 );
+
+/**
+ * /v1/pdf fetches a PDF named by URL once the body is in, and that fetch may take up to
+ * SLUICE_PDF_FETCH_TIMEOUT_MS (15 s) from a host the caller chose: a second body, which a leaked
+ * key's holder can drip as slowly as an upload. A revocation made while it arrives must keep the
+ * call from the provider as one made while the body arrives does.
+ */
+describe("a /v1/pdf call whose PDF is still arriving by URL when an admin change refuses its credentials", () => {
+  const pdf = Buffer.from("%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n");
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let fetching: (() => void) | undefined;
+  let release: (() => void) | undefined;
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    fake.setStructuredOutput({ title: "A calm lake" });
+    sluice = await startTestGateway(providerBaseUrls(fake), {
+      fetchPdf: async () => {
+        fetching?.();
+        await new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        return pdf;
+      },
+    });
+  });
+  afterAll(async () => {
+    release?.();
+    await sluice?.close();
+    await fake?.close();
+  });
+
+  it.each([
+    ["its provider key revoked", "FORBIDDEN"],
+    ["its project renamed", null],
+  ] as const)("with %s meanwhile: %s", async (change, code) => {
+    const project = await createTestProject(sluice.gateway, { outputSchema: titleSchema });
+    fake.clear();
+    const started = new Promise<void>((resolve) => {
+      fetching = resolve;
+    });
+    const answer = fetch(`${sluice.url}/v1/pdf/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ pdf: "https://pdfs.example.com/slow.pdf" }),
+    });
+    await started;
+    const made = await fetch(
+      change === "its provider key revoked"
+        ? `${sluice.url}/admin/v1/projects/${project.projectId}/keys/${project.keyIds["provider-a"]}`
+        : `${sluice.url}/admin/v1/projects/${project.projectId}`,
+      {
+        method: change === "its provider key revoked" ? "DELETE" : "PATCH",
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+        ...(change === "its provider key revoked" ? {} : { body: JSON.stringify({ name: "Renamed" }) }),
+      },
+    );
+    expect(made.status).toBeLessThan(300);
+    release?.();
+    const answered = await answer;
+    if (code === null) {
+      expect(answered.status).toBe(200);
+      expect(fake.requests).toHaveLength(1);
+    } else {
+      expect(await answered.json()).toMatchObject({ error: { code } });
+      expect(fake.requests, "nothing went to the provider").toHaveLength(0);
+    }
+  });
+});
