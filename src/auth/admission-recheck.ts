@@ -57,9 +57,12 @@ export function createAdmissionRecheck(deps: AdmissionRecheckDeps) {
   async function refusalNow(result: AuthSuccess, request: AuthRequest): Promise<GatewayError | null> {
     const id = result.project.id;
     const project = await directory.project(id);
-    // A project created again under the id is another project: the call was admitted for the first.
-    if (project === null || project.createdAt !== result.project.createdAt)
+    if (project === null)
       return new GatewayError("PROJECT_NOT_FOUND", `Project ${projectIdQuoted(id)} does not exist`);
+    // A project created again under the id is another project, which knows none of the credentials
+    // the call was admitted with (its keys and test keys went with the first): 401, as a new request.
+    if (project.createdAt !== result.project.createdAt)
+      return unauthorized("the partial key is not valid for this project");
     if (project.disabled) return new GatewayError("FORBIDDEN", "This project is disabled");
     const key = await directory.key(result.keyId);
     if (key === null || key.record.projectId !== id || key.record.provider !== result.provider)

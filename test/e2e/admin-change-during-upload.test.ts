@@ -77,6 +77,20 @@ describe("a call whose body is still arriving when an admin change refuses its c
       code: "PROJECT_NOT_FOUND",
       make: (project: TestProject) => admin("DELETE", `/${project.projectId}`),
     },
+    // Another project under the id, which knows none of the call's credentials: 401, as a new request.
+    "its project deleted and created again": {
+      code: "UNAUTHORIZED",
+      make: async (project: TestProject) => {
+        expect((await admin("DELETE", `/${project.projectId}`)).status).toBe(204);
+        return admin("POST", "", {
+          id: project.projectId,
+          name: "Again",
+          provider: "provider-a",
+          testMode: true,
+          outputSchema: titleSchema,
+        });
+      },
+    },
     "its test key rotated": {
       code: null,
       make: (project: TestProject) => admin("POST", `/${project.projectId}/test-keys`),
@@ -92,6 +106,8 @@ describe("a call whose body is still arriving when an admin change refuses its c
     // A policy, not a credential: as a rate limit or the spend cap, it holds the calls admitted after it.
     "its proxy allow-list narrowed": {
       code: null,
+      /** What a new request is answered, where it differs from `code`. */
+      fresh: { proxy: "FORBIDDEN" },
       make: (project: TestProject) =>
         admin("PATCH", `/${project.projectId}`, { proxyAllowList: { "provider-a": ["POST embeddings"] } }),
     },
@@ -105,7 +121,7 @@ describe("a call whose body is still arriving when an admin change refuses its c
   };
 
   for (const [route, request] of Object.entries(routes))
-    for (const [change, { code, make }] of Object.entries(changes))
+    for (const [change, { code, make, ...rest }] of Object.entries(changes))
       it(`on ${route}, with ${change} meanwhile: ${code ?? "sent as before"}`, async () => {
         const project = await createTestProject(sluice.gateway, { outputSchema: titleSchema });
         const { path, body } = request(project);
@@ -130,6 +146,18 @@ describe("a call whose body is still arriving when an admin change refuses its c
             expect(answer.body).toMatchObject({ error: { code } });
             expect(fake.requests, "nothing went to the provider").toHaveLength(0);
           }
+          // The refusal a new request with the same credentials gets, or its success.
+          const fresh = await fetch(`${sluice.url}${path}`, {
+            method: "POST",
+            headers: {
+              authorization: `Bearer ${project.bearer("provider-a")}`,
+              "content-type": "application/json",
+            },
+            body,
+          });
+          const freshBody = (await fresh.json()) as { error?: { code: string } };
+          const freshCode = "fresh" in rest ? (rest.fresh as Record<string, string>)[route] : undefined;
+          expect(freshBody.error?.code ?? null).toBe(freshCode ?? code);
         } finally {
           upload.socket.destroy();
         }
