@@ -60,7 +60,9 @@ export async function answerWithJson(
     // A key revoked (or the project disabled or deleted) while the body arrived: nothing is sent.
     const read = async (maxBytes: number) => {
       const body = await readBody(request, maxBytes, { share, response });
-      await call.recheck();
+      // Awaited only when there is something to check (no turn of the loop for the usual case).
+      const recheck = call.recheck();
+      if (recheck) await recheck;
       return body;
     };
     const { body, model, usage, costUsd, providerAnswered, partlyUnknown } = await run(
