@@ -19,16 +19,8 @@ export function costOfProxiedCall(
   usage: TokenUsage,
   images: GeneratedImages | null = null,
 ): number | null {
-  const catalogued = images === null ? null : findModel(provider, model);
-  if (images === null || model === null || !catalogued?.imagePricing || catalogued.pricing !== null)
-    return costOfTokens(provider, model, usage);
-  return imageCost({
-    provider,
-    model,
-    quality: images.quality ?? undefined,
-    size: images.size ?? undefined,
-    n: images.count,
-  }).costUsd;
+  const price = images === null ? undefined : perImagePrice(provider, model, images);
+  return price === undefined ? costOfTokens(provider, model, usage) : price;
 }
 
 /**
@@ -44,13 +36,26 @@ export function imagePriceBeforeCall(
   model: string | null,
   requested: RequestedImages,
 ): number | null {
+  return perImagePrice(provider, model, requested) ?? null;
+}
+
+/**
+ * `images` of `model` at the pricing table's price per image (imageCost, the rule /v1/image prices
+ * by; null for a size or quality without a price); undefined when the model is not priced per image
+ * (the catalogue's `imagePricing`, and no token prices) or none is named.
+ */
+function perImagePrice(
+  provider: ProviderId,
+  model: string | null,
+  images: GeneratedImages | RequestedImages,
+): number | null | undefined {
   const catalogued = model === null ? undefined : findModel(provider, model);
-  if (model === null || !catalogued?.imagePricing || catalogued.pricing !== null) return null;
+  if (model === null || !catalogued?.imagePricing || catalogued.pricing !== null) return undefined;
   return imageCost({
     provider,
     model,
-    quality: requested.quality ?? undefined,
-    size: requested.size ?? undefined,
-    n: requested.count,
+    quality: images.quality ?? undefined,
+    size: images.size ?? undefined,
+    n: images.count,
   }).costUsd;
 }
