@@ -180,7 +180,8 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
  * Tells `priceKnown` (`AdmittedCall.priceKnown`, a capped call's) the price of an image generation
  * (`imageCall`, the adapter's) the pricing table gives before it runs (`imagePriceBeforeCall`: the
  * model the provider reads from the body or path, and the n, size and quality asked for), which
- * throws the cap's 403 or the calls in flight's 429 when it does not fit. One whose price is not
+ * throws the cap's 403 or the calls in flight's 429 when it does not fit; a body that names a
+ * member twice is refused (400), as its price cannot be read as the provider reads it. One whose price is not
  * known before its answer (a body that does not read, a model priced by the token or not in the
  * table, `auto`) is left as it was: counted at the month's largest call, priced by its answer.
  */
@@ -190,11 +191,19 @@ async function holdToImagePrice(
   imageCall: ImageCall,
   facts: RequestFacts,
 ): Promise<void> {
+  const read = facts.requestedImages(imageCall);
+  const asked = read instanceof Promise ? await read : read;
+  // A member named twice (`"n":1,"n":20`): which one the provider reads is unpredictable (RFC 8259
+  // §4), and pricing the last one JSON.parse keeps let a provider that reads the first run more.
+  if (asked.repeated !== undefined)
+    throw new GatewayError(
+      "BAD_REQUEST",
+      `The image generation's body names ${asked.repeated.map((path) => `\`${path}\``).join(", ")} more than once: which one the provider reads is not defined, so its price is not known before it runs; send each member once`,
+    );
   const named = facts.imageModel(imageCall);
   const model = named instanceof Promise ? await named : named;
   if (model === null) return;
-  const asked = facts.requestedImages(imageCall);
-  const price = imagePriceBeforeCall(provider, model, asked instanceof Promise ? await asked : asked);
+  const price = imagePriceBeforeCall(provider, model, asked);
   if (price !== null) await priceKnown(price);
 }
 

@@ -45,6 +45,19 @@ describe("image cost, SPEC.md's table row by row", () => {
     ).toBeNull();
   });
 
+  it("leaves dall-e-3 at a quality other than standard or hd unknown, as gpt-image's `auto` is", () => {
+    // Provider A's images API takes `auto` for every model (the best quality for it) and a proxied
+    // call may name any quality: priced as standard, one that ran as hd cost twice its price.
+    for (const quality of ["auto", "high", "HD", "Standard", " hd"])
+      expect(imageCost({ provider: "provider-a", model: "dall-e-3", quality, n: 1 })).toEqual({
+        costUsd: null,
+        unitPriceUsd: null,
+      });
+    expect(imageCost({ provider: "provider-a", model: "dall-e-3", quality: "standard", n: 1 }).costUsd).toBe(
+      0.04,
+    );
+  });
+
   it("does not price provider A by an aspect ratio, which its API never receives", () => {
     expect(
       imageCost({ provider: "provider-a", model: "gpt-image-1", quality: "low", aspectRatio: "3:2", n: 1 })

@@ -46,6 +46,8 @@ function variantOf(
   quality: string | undefined,
 ): string | null {
   if (Object.hasOwn(table, "default")) return "default";
-  if (model.startsWith("dall-e-3")) return quality === "hd" ? "hd" : "standard";
+  // dall-e-3's two qualities only: another (`auto`, "the best quality for the model", or a
+  // gpt-image one a proxied call names) may run as hd, so it has no price.
+  if (model.startsWith("dall-e-3")) return quality === "hd" || quality === "standard" ? quality : null;
   return quality && Object.hasOwn(table, quality) ? quality : null;
 }

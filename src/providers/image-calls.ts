@@ -1,3 +1,4 @@
+import { repeatedMembers } from "../json-repeated-members.js";
 import { byteOrderMarkLength } from "./json-bytes.js";
 
 /**
@@ -28,6 +29,12 @@ export interface RequestedImages {
   count: number;
   size: string | null;
   quality: string | null;
+  /**
+   * The members the body names more than once (repeatedMembers: `n`, `parameters.sampleCount`…),
+   * when there are any: which of them the provider reads is unpredictable (RFC 8259 §4), so the
+   * price before the call is not read from such a body (it is refused).
+   */
+  repeated?: readonly string[];
 }
 
 /**
@@ -40,11 +47,11 @@ export const openAiImageGeneration: ImageCall = {
   imageKeys: ["b64_json", "url"],
   requested(body) {
     const request = jsonObject(body);
-    return {
+    return withRepeated(body, request, {
       count: wholeCount(request?.n) ?? 1,
       size: stringOrNull(request?.size),
       quality: stringOrNull(request?.quality),
-    };
+    });
   },
   model(body) {
     const model = jsonObject(body)?.model;
@@ -61,14 +68,25 @@ export const imagenPrediction: ImageCall = {
   list: "predictions",
   imageKeys: ["bytesBase64Encoded", "gcsUri"],
   requested(body) {
-    const parameters = jsonObject(body)?.parameters;
+    const request = jsonObject(body);
+    const parameters = request?.parameters;
     const sampleCount =
       typeof parameters === "object" && parameters !== null
         ? (parameters as Record<string, unknown>).sampleCount
         : undefined;
-    return { count: wholeCount(sampleCount) ?? 4, size: null, quality: null };
+    return withRepeated(body, request, { count: wholeCount(sampleCount) ?? 4, size: null, quality: null });
   },
 };
+
+/** `requested` with the members `body` (a JSON object, `request` as it parsed) names more than once. */
+function withRepeated(
+  body: Buffer,
+  request: Record<string, unknown> | null,
+  requested: RequestedImages,
+): RequestedImages {
+  const repeated = request === null ? [] : repeatedMembers(body);
+  return repeated.length === 0 ? requested : { ...requested, repeated };
+}
 
 function jsonObject(body: Buffer): Record<string, unknown> | null {
   try {

@@ -201,6 +201,64 @@ for (const { shared, name } of [
       expect((await rowOf(fits.headers)).cost_usd).toBe(0.25);
     });
 
+    it("refuses with 400 an image generation whose body names a member twice, before any provider call", async () => {
+      // RFC 8259 §4: which of two `n` (or `model`, `quality`, `sampleCount`) the provider reads is
+      // unpredictable; priced by JSON.parse's last, `"n":20,"n":1` was priced as one image.
+      const project = await projectWithOneCheapCall();
+      const before = fake.requests.length;
+      const send = (provider: "provider-a" | "provider-c", path: string, body: string, key: string) =>
+        fetch(`${sluice.url}/v1/${provider}/${project.projectId}/${path}`, {
+          method: "POST",
+          headers: {
+            [provider === "provider-a" ? "authorization" : "x-goog-api-key"]: key,
+            "content-type": "application/json",
+          },
+          body,
+        });
+      const bearer = `Bearer ${project.bearer("provider-a")}`;
+      for (const body of [
+        '{"model":"gpt-image-1","prompt":"a fox","n":20,"n":1,"quality":"high","size":"1536x1024"}',
+        '{"model":"gpt-image-1","prompt":"a fox","n":20,"\\u006e":1,"quality":"high","size":"1536x1024"}',
+        '{"model":"gpt-image-1","prompt":"a fox","n":20,"quality":"high","quality":"low","size":"1536x1024"}',
+        '{"model":"gpt-image-1","model":"gpt-image-1-mini","prompt":"a fox","n":20,"size":"1536x1024"}',
+      ]) {
+        const refused = await send("provider-a", "images/generations", body, bearer);
+        expect(refused.status, body).toBe(400);
+        const error = ((await refused.json()) as { error: { code: string; message: string } }).error;
+        expect(error.code).toBe("BAD_REQUEST");
+        expect(error.message).toContain("more than once");
+        expect(await rowOf(refused.headers)).toMatchObject({ status: 400, cost_usd: null });
+      }
+      expect(fake.requests.length).toBe(before);
+      // The same call named once runs.
+      const once = await send(
+        "provider-a",
+        "images/generations",
+        '{"model":"gpt-image-1","prompt":"a fox","n":1,"quality":"high","size":"1536x1024"}',
+        bearer,
+      );
+      expect(once.status).toBe(200);
+      expect((await rowOf(once.headers)).cost_usd).toBe(0.25);
+    });
+
+    it("refuses with 400 an Imagen predict call whose parameters name sampleCount twice", async () => {
+      const project = await createTestProject(sluice.gateway, {
+        provider: "provider-c",
+        monthlySpendCapUsd: 0.1,
+      });
+      const before = fake.requests.length;
+      const refused = await fetch(
+        `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/imagen-4.0-generate-001:predict`,
+        {
+          method: "POST",
+          headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+          body: '{"instances":[{"prompt":"a fox"}],"parameters":{"sampleCount":4,"sampleCount":1}}',
+        },
+      );
+      expect(refused.status).toBe(400);
+      expect(fake.requests.length).toBe(before);
+    });
+
     it("leaves an edit, which the table has no price for, as it was", async () => {
       const project = await projectWithOneCheapCall();
       const { openai } = sdkClients(sluice, project);
