@@ -75,8 +75,9 @@ function setUp() {
   const recheck = createAdmissionRecheck({ directory, testModeAllowed: true });
   /** The recheck of a call admitted now with `method`, its records read as authentication reads them. */
   const admit = async (method: AuthMethod) => {
-    const generation = recheck.generation();
-    const readBefore = recheck.readBefore("p1");
+    // As authentication reads them: the generation and the read time before the records are read.
+    const generation = directory.generation();
+    const readBefore = directory.readAt("p1", null);
     const admitted = (await directory.project("p1")) as Project;
     await directory.key(key.id);
     if (method === "test-key-header") await directory.testKeyDigests("p1");
@@ -94,8 +95,10 @@ function setUp() {
       provider: "provider-a" as const,
       providerKey: "sk-unused",
       deviceDigest: method === "test-key-header" ? null : "digest",
+      generation,
+      readAt: Math.min(readBefore, directory.readAt("p1", key.id)),
     };
-    return recheck.since(generation, readBefore, result, request);
+    return recheck.since(result, request);
   };
   return {
     stored,

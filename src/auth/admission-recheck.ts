@@ -17,8 +17,8 @@ export interface AdmissionRecheckDeps {
  * A call is authenticated once its head is in; its body may take minutes more to arrive (Node's
  * `requestTimeout`, 300 s), and a revocation, a deletion or a project disabled meanwhile must still
  * keep it from the provider: the admin's 204 says the key stopped working at once on this instance
- * (docs/api.md). The directory's generation and the records' read time are read before authentication; `since`
- * answers, for the success that follows, the check to run once the body is in. That check costs
+ * (docs/api.md). `since` answers, for a success (which holds the directory's generation and the
+ * records' read time it was worked out from), the check to run once the body is in. That check costs
  * nothing while no admin change was made on this instance since and the records the success was
  * worked out from are still within their TTL (so a change made elsewhere shows as it would for a new
  * request); otherwise it reads them again, as a new request would, and throws the refusal a new
@@ -28,21 +28,13 @@ export interface AdmissionRecheckDeps {
 export function createAdmissionRecheck(deps: AdmissionRecheckDeps) {
   const { directory } = deps;
   return {
-    generation: () => directory.generation(),
     /**
-     * When the records of project `projectId` were read, before authentication reads any again: a
-     * record due to be read again is served as it was while its reload is on its way, and the reload
-     * may answer before the call is admitted, leaving a later read time than the record it checked.
+     * `result`'s generation and read time are authentication's (`AuthResult`): read before the
+     * records it checked, never later than them, though a reload may have answered since (one that
+     * found the key revoked, say), and nothing to read again at admission.
      */
-    readBefore: (projectId: string | undefined) =>
-      projectId === undefined ? directory.now() : directory.readAt(projectId, null),
-    since(
-      generation: number,
-      readBefore: number,
-      result: AuthSuccess,
-      request: AuthRequest,
-    ): () => Promise<void> | undefined {
-      const readAt = Math.min(readBefore, directory.readAt(result.project.id, result.keyId));
+    since(result: AuthSuccess, request: AuthRequest): () => Promise<void> | undefined {
+      const { generation, readAt } = result;
       return () => {
         if (directory.generation() === generation && directory.now() - readAt < directory.ttlMs)
           return undefined;

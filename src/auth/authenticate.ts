@@ -198,6 +198,14 @@ export type AuthResult =
        * test keys (and their remembered results).
        */
       refundDeviceToken?: () => Promise<void>;
+      /**
+       * The directory's generation read before the records this success was worked out from were
+       * read, and when the oldest of them was read (`CredentialDirectory.readAt`): never later than
+       * any of the records the credentials were checked against, though a reload may have answered
+       * since (see `readBefore` in `authenticateFully`). What admission's recheck starts from.
+       */
+      generation: number;
+      readAt: number;
     }
   | { ok: false; error: GatewayError; project: Project | null; method: AuthMethod | null };
 
@@ -264,21 +272,15 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
    * results cannot be cached whole): the device token is still verified on every request, the
    * digest check and the key rebuild are not repeated.
    */
-  const rebuilt = directoryBoundCache<{ keyId: string; providerKey: string }>();
+  const rebuilt = directoryBoundCache<RebuiltKey>();
 
   function cachedSuccess(key: string | null, project: Project): AuthResult | null {
     const hit = key === null ? undefined : verified.get(key);
     return hit ? { ...hit, project } : null;
   }
 
-  /**
-   * `readBefore`: the records' read time (`readAt`) before the attempt read them. A record due to be
-   * read again is served as it was while its reload is on its way (`reloadWaitMs` at most), and that
-   * reload may answer before the attempt ends (while it reads a key record for the first time): the
-   * time after would then be the reload's, though the credential was checked against the record it
-   * replaced, perhaps one that still held a test key revoked meanwhile.
-   */
-  function remember(keys: VerifiedKeys, result: AuthResult, generation: number, readBefore: number): void {
+  /** A test-key success, remembered for as long as the records it was worked out from (its `readAt`). */
+  function remember(keys: VerifiedKeys, result: AuthResult): void {
     if (!result.ok) return;
     // Under the key of the method that passed it, which holds exactly what that method read.
     const key =
@@ -288,8 +290,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
           ? keys.bearer
           : null;
     if (key === null) return;
-    const readAt = Math.min(readBefore, directory.readAt(result.project.id, result.keyId));
-    verified.set(key, result, generation, readAt);
+    verified.set(key, result, result.generation, result.readAt);
   }
 
   /** Checks the partial key against the project's key records and rebuilds the provider key. */
@@ -298,7 +299,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     partialKey: string,
     provider: ProviderId,
     wait: ReloadWait,
-  ): Promise<{ keyId: string; providerKey: string } | GatewayError> {
+  ): Promise<RebuiltKey | GatewayError> {
     const cacheKey = rebuiltKeyOf(project.id, provider, partialKey);
     const hit = rebuilt.get(cacheKey);
     if (hit) return hit;
@@ -327,8 +328,12 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const providerKey = rebuildProviderKey(key.serverShare(), parsed.clientShare);
     if (providerKey === null) return unauthorized("the partial key is not valid for this project");
     // Kept (see `set`): the key id is a copy, not a view of the Authorization header it was cut from.
-    const rebuiltKey = { keyId: detachedString(parsed.keyId), providerKey };
-    rebuilt.set(cacheKey, rebuiltKey, generation, directory.readAt(project.id, parsed.keyId));
+    // Taken as the key record's read answers: a reload of it that answers later (past the request's
+    // wait, while Apple is asked) is not counted. The project's and the test keys' may be later than
+    // those checked, which the full path's `readBefore` makes up for.
+    const readAt = directory.readAt(project.id, parsed.keyId);
+    const rebuiltKey = { keyId: detachedString(parsed.keyId), providerKey, readAt };
+    rebuilt.set(cacheKey, rebuiltKey, generation, readAt);
     return rebuiltKey;
   }
 
@@ -382,7 +387,10 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const key = rebuilt.get(rebuiltKeyOf(project.id, provider, partialKey));
     const verdict = key && deps.deviceTokens.verifyNow?.(project, token);
     if (!key || !verdict) return null;
-    return success("bearer-device-check", project, provider, key, verdict.digest, verdict.refund);
+    // The project as it stands was read no earlier than the one the key was rebuilt under (no admin
+    // change since): the key's read time is the success's.
+    const generation = directory.generation();
+    return success("bearer-device-check", project, provider, key, generation, verdict.digest, verdict.refund);
   }
 
   /**
@@ -485,7 +493,12 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         null,
       );
     }
-    // When the records a success is remembered from were read, as they stand before any is read again.
+    // When the records a success is worked out from were read, as they stand before any is read
+    // again. A record due to be read again is served as it was while its reload is on its way
+    // (`reloadWaitMs` at most), and that reload may answer before the attempt ends (while it reads a
+    // key record for the first time, or asks Apple): the time after would then be the reload's,
+    // though the credential was checked against the record it replaced, perhaps one that still held
+    // a test key revoked meanwhile.
     const readBefore = directory.readAt(projectId, null);
     // Each attempt that may fail holds a throttle slot until its failure is counted (see
     // AuthThrottle.begin): the lookup of an id not known to be a project, on the address; the
@@ -546,8 +559,13 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
             wait,
             request.clientLeft,
           );
+        if (attempt.ok) {
+          // Worked out from the records as they stood from `generation` and `readBefore` on.
+          attempt.generation = generation;
+          if (readBefore < attempt.readAt) attempt.readAt = readBefore;
+        }
         // A hit is not written back: that would restart its time and outlive the records behind it.
-        remember(cacheKeys, attempt, generation, readBefore);
+        remember(cacheKeys, attempt);
       }
       if (!attempt.ok) {
         // An Apple call that did not authenticate counts whatever Apple answered: while Apple
@@ -674,7 +692,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         );
       else {
         const key = await rebuildKey(project, aiKey, provider, wait);
-        if (!(key instanceof GatewayError)) return success("test-key-header", project, provider, key, null);
+        if (!(key instanceof GatewayError))
+          return success("test-key-header", project, provider, key, stampedLater, null);
         note(key, "test-key-header");
       }
     }
@@ -687,7 +706,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         note(unauthorized(malformedBearer(headers.authorization)), "bearer-test-key");
       else if (testModeOn(project) && (await matchesTestKey(project, token, wait))) {
         const key = await rebuildKey(project, partialKey, provider, wait);
-        if (!(key instanceof GatewayError)) return success("bearer-test-key", project, provider, key, null);
+        if (!(key instanceof GatewayError))
+          return success("bearer-test-key", project, provider, key, stampedLater, null);
         note(key, "bearer-test-key");
       } else if (project.deviceCheck.enabled && isBase64Token(token)) {
         const result = await viaDeviceCheck(
@@ -784,7 +804,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     if (verdict.kind === "throttled") return tooManyAttempts(verdict.retryAfterSeconds);
     if (verdict.kind === "ok") {
       if (!(key instanceof GatewayError))
-        return success(method, project, provider, key, verdict.digest, verdict.refund);
+        return success(method, project, provider, key, stampedLater, verdict.digest, verdict.refund);
       // A revoked key or another provider's (403): not admitted, so the token's use is given back.
       await verdict.refund?.();
       return failure(key, project, method);
@@ -819,14 +839,19 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
 
 export type Authenticate = ReturnType<typeof createAuthenticator>;
 
+/**
+ * `generation`, and the key's read time as the success's: the full path sets both to what it read
+ * before the records (`authenticateFully`).
+ */
 function success(
   method: AuthMethod,
   project: Project,
   provider: ProviderId,
-  key: { keyId: string; providerKey: string },
+  key: RebuiltKey,
+  generation: number,
   deviceDigest: string | null,
   refundDeviceToken?: () => Promise<void>,
-): AuthResult {
+): Extract<AuthResult, { ok: true }> {
   return {
     ok: true,
     method,
@@ -836,7 +861,23 @@ function success(
     providerKey: key.providerKey,
     deviceDigest,
     ...(refundDeviceToken ? { refundDeviceToken } : {}),
+    generation,
+    readAt: key.readAt,
   };
+}
+
+/**
+ * The generation of a success of the full path until `authenticateFully` sets the one it read before
+ * the records: none the directory has (they count up from 0), so a success left so is checked again
+ * in full by admission's recheck.
+ */
+const stampedLater = -1;
+
+/** A partial key checked against its record and rebuilt, with when its records were read (`readAt`). */
+interface RebuiltKey {
+  keyId: string;
+  providerKey: string;
+  readAt: number;
 }
 
 function failure(error: GatewayError, project: Project | null, method: AuthMethod | null = null): AuthResult {

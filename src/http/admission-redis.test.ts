@@ -87,6 +87,8 @@ const testKeyOf = (project: Project) => (): AuthResult => ({
   provider: "provider-a",
   providerKey: "sk-real",
   deviceDigest: null,
+  generation: 0,
+  readAt: 0,
 });
 
 /**

@@ -27,6 +27,8 @@ function authenticatedAs(project: object, refundDeviceToken?: () => Promise<void
     providerKey: "sk-real",
     deviceDigest: refundDeviceToken ? "digest" : null,
     ...(refundDeviceToken ? { refundDeviceToken } : {}),
+    generation: 0,
+    readAt: 0,
   });
 }
 
@@ -94,6 +96,8 @@ describe("admission", () => {
           provider: "provider-a",
           providerKey: "sk-real",
           deviceDigest: null,
+          generation: 0,
+          readAt: 0,
         };
       },
       limiter: { consumeAll: () => [] } as unknown as RateLimiter,

@@ -212,15 +212,8 @@ export function createAdmission(deps: AdmissionDeps) {
       provider: null,
       refusal: null,
       decided: undefined,
-      generation: 0,
-      readBefore: 0,
     };
     if (deps.limiter.inScript) reloadWait.beside = limitsBeside(context, options, reloadWait, row);
-    // Before authentication: an admin change made while it reads the records is one to check for.
-    if (deps.recheck) {
-      row.generation = deps.recheck.generation();
-      row.readBefore = deps.recheck.readBefore(options.projectId);
-    }
     const auth = deps.authenticate(reloadWait);
     const admission =
       auth instanceof Promise
@@ -593,9 +586,7 @@ export function createAdmission(deps: AdmissionDeps) {
         provider: auth.provider,
         providerKey: auth.providerKey,
         rateLimitHeaders: limitHeaders,
-        recheck: deps.recheck
-          ? deps.recheck.since(row.generation, row.readBefore, auth, reloadWait)
-          : noRecheck,
+        recheck: deps.recheck ? deps.recheck.since(auth, reloadWait) : noRecheck,
         finish: (report) => write(context, options, row, base, report),
         fail: (error, provider = auth.provider, model = null, spend) =>
           write(context, options, row, base, failureReport(context, error, provider, model, spend)),
@@ -711,9 +702,6 @@ interface CallRow {
     | { decisions: RateLimitDecision[]; release?: () => void; price?: HeldWithLimits["price"] }
     | { full: number }
     | undefined;
-  /** The credential directory's generation, and its records' read time, before authentication (`AdmissionRecheck`). */
-  generation: number;
-  readBefore: number;
 }
 
 /**
