@@ -435,6 +435,29 @@ function spendGuard(deps: SpendGuardDeps) {
   }
 
   /**
+   * The figure a row recorded here at `at` counts in (`add`, `addUnpriced`), or none: a month this
+   * project's figures have already left, a time before what a creation made it forget, or a call
+   * begun before the project's creation (left out, its row noted: the figure stays until it is
+   * written).
+   */
+  function countingEntry(
+    projectId: string,
+    at: Date,
+    latencyMs: number,
+    requestId: string | undefined,
+  ): MonthSpend | undefined {
+    const held = cache.get(projectId);
+    if (held && at.getTime() < held.from) return undefined;
+    const entry = monthOf(projectId, at);
+    if (at.getTime() < entry.forgottenBefore) return undefined;
+    if (leftOutAsBegunBefore(entry, at.getTime(), latencyMs, requestId)) {
+      relist(entry);
+      return undefined;
+    }
+    return entry;
+  }
+
+  /**
    * A project's room under its cap (`roomUnderCap`), and how this instance holds a place in it:
    * `holdHere` counts the call among its calls in flight (with `shared`, the release of its place
    * in Redis too), `roomHere` says whether its own count leaves room. The calls in flight here of a
@@ -590,15 +613,8 @@ function spendGuard(deps: SpendGuardDeps) {
     add(projectId: string, usd: number | null, recordedAt?: Date, latencyMs = 0, requestId?: string): void {
       if (!usd) return;
       const at = recordedAt ?? deps.now();
-      const held = cache.get(projectId);
-      if (held && at.getTime() < held.from) return;
-      const entry = monthOf(projectId, at);
-      if (at.getTime() < entry.forgottenBefore) return;
-      // Left out, its row noted: the figure stays until it is written.
-      if (leftOutAsBegunBefore(entry, at.getTime(), latencyMs, requestId)) {
-        relist(entry);
-        return;
-      }
+      const entry = countingEntry(projectId, at, latencyMs, requestId);
+      if (entry === undefined) return;
       entry.unread += usd;
       if (at.getTime() > entry.latestUnread) entry.latestUnread = at.getTime();
       if (usd > entry.largestCall) {
@@ -614,15 +630,8 @@ function spendGuard(deps: SpendGuardDeps) {
      */
     addUnpriced(projectId: string, recordedAt?: Date, latencyMs = 0, requestId?: string): void {
       const at = recordedAt ?? deps.now();
-      const held = cache.get(projectId);
-      if (held && at.getTime() < held.from) return;
-      const entry = monthOf(projectId, at);
-      if (at.getTime() < entry.forgottenBefore) return;
-      // Left out, its row noted: the figure stays until it is written.
-      if (leftOutAsBegunBefore(entry, at.getTime(), latencyMs, requestId)) {
-        relist(entry);
-        return;
-      }
+      const entry = countingEntry(projectId, at, latencyMs, requestId);
+      if (entry === undefined) return;
       entry.unpricedUnread++;
       if (at.getTime() > entry.latestUnread) entry.latestUnread = at.getTime();
       relist(entry);
