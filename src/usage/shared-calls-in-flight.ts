@@ -267,23 +267,27 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
   }
 
   /**
-   * Runs a script that takes a place (`takeScript`, `takeWithLimitsScript`): its reply, or undefined
-   * when Redis did not decide (resting, failed: `failed` is then called, if the script was sent).
+   * Runs a script that takes or prices a place (`takeScript`, `takeWithLimitsScript`,
+   * `priceScript`) behind the breaker: its reply, or undefined when Redis did not decide (resting;
+   * failed: `failed` is then called). `sending` is called when the breaker lets the script go, before
+   * it is sent.
    */
-  async function runTake(
+  async function runPlaceScript(
     script: RedisScript,
     keys: string[],
     args: (string | number)[],
-    failed: () => void,
+    failed?: () => void,
+    sending?: () => void,
   ): Promise<number[] | undefined> {
     const pass = breaker.enter();
     if (pass === "rest") return undefined;
+    sending?.();
     let reply: number[];
     try {
       reply = (await script.run(client, keys, args)) as number[];
     } catch (error) {
       breaker.leave(pass, false, error);
-      failed();
+      failed?.();
       return undefined;
     }
     breaker.leave(pass, true);
@@ -338,21 +342,16 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
     return Object.assign(release, {
       async price(priceNano: number, figures: InFlightFigures): Promise<SharedPriceVerdict> {
         if (!held) return undefined;
-        const pass = breaker.enter();
-        if (pass === "rest") return undefined;
-        priced = true;
-        let reply: number[];
-        try {
-          reply = (await priceScript.run(
-            client,
-            [key, pricesKey(key)],
-            [member, priceNano, figures.unitNano, figures.leftNano, ttlMs],
-          )) as number[];
-        } catch (error) {
-          breaker.leave(pass, false, error);
-          return undefined;
-        }
-        breaker.leave(pass, true);
+        const reply = await runPlaceScript(
+          priceScript,
+          [key, pricesKey(key)],
+          [member, priceNano, figures.unitNano, figures.leftNano, ttlMs],
+          undefined,
+          () => {
+            priced = true;
+          },
+        );
+        if (reply === undefined) return undefined;
         if (reply[1] === 1) options.onKeyRepaired?.(key);
         if (reply[0] !== 1) return "in-flight";
         // Released while the script was on its way: its removal, sent after it, took the price too.
@@ -367,7 +366,7 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
     async take(projectId, room, figures) {
       const key = `${prefix}:${projectId}`;
       const member = `${instance}:${++calls}`;
-      const reply = await runTake(
+      const reply = await runPlaceScript(
         takeScript,
         [key, pricesKey(key)],
         [room, member, ttlMs, ...figureArgs(figures)],
@@ -380,7 +379,7 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
     },
     async takeWithLimits(projectId, room, limits, figures) {
       const part = takePart(projectId, room, limits, figures);
-      const reply = await runTake(takeWithLimitsScript, part.keys, part.args, () => part.failed?.());
+      const reply = await runPlaceScript(takeWithLimitsScript, part.keys, part.args, () => part.failed?.());
       return reply === undefined ? undefined : part.decide(reply);
     },
     takePart,
