@@ -1,8 +1,8 @@
 import { projectIdQuoted } from "../admin/project-id.js";
 import { GatewayError } from "../errors.js";
-import type { AuthRequest, AuthResult } from "./authenticate.js";
+import { type AuthRequest, type AuthResult, unauthorized } from "./authenticate.js";
 import type { CredentialDirectory } from "./credential-directory.js";
-import { bearerValue, single, testKeyHeader } from "./credential-headers.js";
+import { bearerValue, single, splitBearer, testKeyHeader } from "./credential-headers.js";
 import { testKeyMatches } from "./test-key.js";
 
 type AuthSuccess = Extract<AuthResult, { ok: true }>;
@@ -66,7 +66,7 @@ export function createAdmissionRecheck(deps: AdmissionRecheckDeps) {
       const candidate =
         result.method === "test-key-header"
           ? single(request.headers[testKeyHeader])
-          : testKeyOfBearer(bearerValue(request.headers, request.sdkKeyHeader));
+          : splitBearer(bearerValue(request.headers, request.sdkKeyHeader) ?? "").token;
       if (!candidate || !testKeyMatches(candidate, await directory.testKeyDigests(id)))
         return unauthorized("the test key does not match");
       return null;
@@ -79,13 +79,3 @@ export function createAdmissionRecheck(deps: AdmissionRecheckDeps) {
 }
 
 export type AdmissionRecheck = ReturnType<typeof createAdmissionRecheck>;
-
-/** The token of a Bearer `<partial_key>.<token>` value (after its first dot). */
-function testKeyOfBearer(bearer: string | undefined): string | undefined {
-  const separator = bearer?.indexOf(".") ?? -1;
-  return bearer !== undefined && separator > 0 ? bearer.slice(separator + 1) : undefined;
-}
-
-function unauthorized(reason: string): GatewayError {
-  return new GatewayError("UNAUTHORIZED", `No authentication method succeeded: ${reason}`);
-}

@@ -15,6 +15,7 @@ import {
   headerTestKeyCacheKey,
   malformedBearer,
   single,
+  splitBearer,
   swappedBearerHint,
   testKeyCacheKey,
   testKeyHeader,
@@ -884,16 +885,8 @@ function failure(error: GatewayError, project: Project | null, method: AuthMetho
   return { ok: false, error, project, method };
 }
 
-function unauthorized(reason: string): GatewayError {
+export function unauthorized(reason: string): GatewayError {
   return new GatewayError("UNAUTHORIZED", `No authentication method succeeded: ${reason}`);
-}
-
-/** `<partial_key>.<token>` split at its first dot; both empty when nothing comes before one. */
-function splitBearer(bearer: string): { partialKey: string; token: string } {
-  const separator = bearer.indexOf(".");
-  return separator > 0
-    ? { partialKey: bearer.slice(0, separator), token: bearer.slice(separator + 1) }
-    : { partialKey: "", token: "" };
 }
 
 /**

@@ -141,3 +141,11 @@ export function bearerValueAsSent(
   const authorization = headers.authorization;
   return authorization?.startsWith("Bearer ") ? authorization.slice(7) : bearerValue(headers, sdkKeyHeader);
 }
+
+/** `<partial_key>.<token>` split at its first dot; both empty when nothing comes before one. */
+export function splitBearer(bearer: string): { partialKey: string; token: string } {
+  const separator = bearer.indexOf(".");
+  return separator > 0
+    ? { partialKey: bearer.slice(0, separator), token: bearer.slice(separator + 1) }
+    : { partialKey: "", token: "" };
+}
