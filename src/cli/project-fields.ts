@@ -5,6 +5,7 @@ import {
   monthlySpendCapOf,
   monthlySpendCapRule,
   rateLimitBounds,
+  usdText,
 } from "../admin/project-input.js";
 import { fileNameShown, unreadableReason } from "../file-name-shown.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
@@ -105,11 +106,9 @@ function usdAmount(name: string, value: string | undefined): number | undefined 
   const refused = `--${name} takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not ${valueQuoted(value)}`;
   if (monthlySpendCapOf(amount) !== amount || !digits) throw new UsageError(refused);
   // The amount typed and the amount kept, each as plain digits without trailing zeros (a cap of at
-  // most 9 decimal places is kept to the billionth by toFixed(9), exactly as its double holds it).
-  const plain = (whole: string, fraction = "") => `${BigInt(whole)}${`.${fraction}`.replace(/\.?0*$/, "")}`;
-  const typed = plain(digits[1] ?? "0", digits[2]);
-  const [keptWhole = "0", keptFraction] = amount.toFixed(9).split(".");
-  const kept = plain(keptWhole, keptFraction);
+  // most 9 decimal places is kept to the billionth, exactly as its double holds it: usdText).
+  const typed = `${BigInt(digits[1] ?? "0")}${`.${digits[2] ?? ""}`.replace(/\.?0*$/, "")}`;
+  const kept = usdText(amount);
   if (typed === kept) return amount;
   // Above the most, though the number it reads as is the most itself: the rule says why.
   if (BigInt(digits[1] ?? "0") >= BigInt(maxMonthlySpendCapUsd)) throw new UsageError(refused);

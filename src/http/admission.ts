@@ -1,4 +1,5 @@
 import { projectIdRecorded } from "../admin/project-id.js";
+import { usdText } from "../admin/project-input.js";
 import type { AdmissionRecheck } from "../auth/admission-recheck.js";
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError, repeatedProjectIdError } from "../auth/repeated-credential-header.js";
@@ -877,17 +878,6 @@ function refuseOverPrice(verdict: KnownPriceVerdict, capUsd: number, costUsd: nu
     "FORBIDDEN",
     `This call's price, ${usdText(costUsd)} USD, would take this project past its monthly spend cap of ${usdText(capUsd)} USD; a cheaper call may fit, or the cap resets on the 1st (UTC) or when an admin raises it`,
   );
-}
-
-/**
- * An amount in USD as Sluice's messages name it: plain digits to the billionth (the precision a
- * cost is recorded and the cap compared at), no trailing zeros, as `--monthly-spend-cap` is shown:
- * `0.501`, not a float sum's `0.5010000000000001`; `0.0000001`, not `1e-7`.
- */
-export function usdText(amount: number): string {
-  if (!Number.isFinite(amount) || Math.abs(amount) >= 1e21) return String(amount);
-  const text = amount.toFixed(9).replace(/\.?0+$/, "");
-  return text === "-0" ? "0" : text;
 }
 
 /** The 429 of a call the project's calls in flight leave no room for under its cap. */
