@@ -94,17 +94,6 @@ export function monthlySpendCapOf(amount: number): number | null {
 export const monthlySpendCapRule = `an amount in USD above 0 and at most ${maxMonthlySpendCapUsd}, to the billionth at the finest (at most 9 decimal places: costs are recorded to the billionth of a dollar)`;
 
 /**
- * An amount in USD as Sluice's messages name it: plain digits to the billionth (the precision a
- * cost is recorded and the cap compared at), no trailing zeros, as `--monthly-spend-cap` is shown:
- * `0.501`, not a float sum's `0.5010000000000001`; `0.0000001`, not `1e-7`.
- */
-export function usdText(amount: number): string {
-  if (!Number.isFinite(amount) || Math.abs(amount) >= 1e21) return String(amount);
-  const text = amount.toFixed(9).replace(/\.?0+$/, "");
-  return text === "-0" ? "0" : text;
-}
-
-/**
  * The decimal places of the shortest decimal that reads back as `amount` (JavaScript's own
  * `String`): 2 for 12.5 written 12.50, 16 for 1e-16 and 17 for 0.1 + 0.2. Read from that decimal,
  * not from `amount * 1e9`, whose rounding a whole number of billionths near the maximum need not survive.

@@ -5,11 +5,11 @@ import {
   monthlySpendCapOf,
   monthlySpendCapRule,
   rateLimitBounds,
-  usdText,
 } from "../admin/project-input.js";
 import { fileNameShown, unreadableReason } from "../file-name-shown.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
 import { jsonSyntaxProblem } from "../json-syntax.js";
+import { usdText } from "../usage/usd-text.js";
 import type { Flags } from "./parse-command-line.js";
 import { UsageError } from "./usage-error.js";
 

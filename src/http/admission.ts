@@ -1,5 +1,4 @@
 import { projectIdRecorded } from "../admin/project-id.js";
-import { usdText } from "../admin/project-input.js";
 import type { AdmissionRecheck } from "../auth/admission-recheck.js";
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError, repeatedProjectIdError } from "../auth/repeated-credential-header.js";
@@ -26,6 +25,7 @@ import type { HeldWithLimits, KnownPriceVerdict, SpendGuard } from "../usage/spe
 import { storedModelName } from "../usage/stored-model-name.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
+import { usdText } from "../usage/usd-text.js";
 import { clientDisconnected } from "./client-watch.js";
 import type { RequestContext } from "./router.js";
 import { setHeaders } from "./send.js";
