@@ -15,7 +15,7 @@ import type { Project, ProjectRepository } from "../storage/project-repository.j
 import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
 import { ownCursor } from "./list-cursor.js";
 import { mapDatabaseOutages } from "./map-database-outages.js";
-import { mayBeKey, projectIdPattern, projectIdQuoted } from "./project-id.js";
+import { mayBeKey, projectIdPattern, projectNotFound } from "./project-id.js";
 import type * as ProjectInput from "./project-input.js";
 import type { CreateProjectInput } from "./project-input.js";
 import { encodeProjectListCursor, projectListLimit } from "./project-list-cursor.js";
@@ -520,10 +520,6 @@ export async function checkProjectEntry(
 ): Promise<void> {
   const entry = (await loadInputSchemas()).createProjectInput.partial({ name: true, provider: true });
   checkProjectValues(parse(entry, { id, ...input }, "project", bodyLabels(fieldName)), fieldName);
-}
-
-function projectNotFound(id: string): GatewayError {
-  return new GatewayError("PROJECT_NOT_FOUND", `Project ${projectIdQuoted(id)} does not exist`);
 }
 
 /**

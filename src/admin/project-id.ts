@@ -1,3 +1,4 @@
+import { GatewayError } from "../errors.js";
 import { holdsKeyForm, looksLikeKey } from "../observability/key-like.js";
 import { quotedStart } from "../quoted-start.js";
 
@@ -23,6 +24,11 @@ export function mayBeKey(id: string): boolean {
 /** An id that names no project as a message quotes it: whole, or its start and length (`quotedStart`). */
 export function projectIdQuoted(id: string): string {
   return valueQuoted(id);
+}
+
+/** The 404 for an id that names no project (a route's, a credential's, the admin API's). */
+export function projectNotFound(id: string): GatewayError {
+  return new GatewayError("PROJECT_NOT_FOUND", `Project ${projectIdQuoted(id)} does not exist`);
 }
 
 /**

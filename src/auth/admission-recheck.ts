@@ -1,4 +1,4 @@
-import { projectIdQuoted } from "../admin/project-id.js";
+import { projectNotFound } from "../admin/project-id.js";
 import { GatewayError } from "../errors.js";
 import { type AuthRequest, type AuthResult, unauthorized } from "./authenticate.js";
 import type { CredentialDirectory } from "./credential-directory.js";
@@ -49,8 +49,7 @@ export function createAdmissionRecheck(deps: AdmissionRecheckDeps) {
   async function refusalNow(result: AuthSuccess, request: AuthRequest): Promise<GatewayError | null> {
     const id = result.project.id;
     const project = await directory.project(id);
-    if (project === null)
-      return new GatewayError("PROJECT_NOT_FOUND", `Project ${projectIdQuoted(id)} does not exist`);
+    if (project === null) return projectNotFound(id);
     // A project created again under the id is another project, which knows none of the credentials
     // the call was admitted with (its keys and test keys went with the first): 401, as a new request.
     if (project.createdAt !== result.project.createdAt)

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { projectIdQuoted } from "../admin/project-id.js";
+import { projectNotFound } from "../admin/project-id.js";
 import { detachedString } from "../detached-string.js";
 import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -639,9 +639,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       const retryAfter = await deps.throttle.retryAfterMissing(projectId);
       if (retryAfter > 0) return { answer: throttledFailure(retryAfter) };
       await deps.throttle.recordFailure(clientIp, projectId, false);
-      const missing =
-        refusal ??
-        new GatewayError("PROJECT_NOT_FOUND", `Project ${projectIdQuoted(projectId)} does not exist`);
+      const missing = refusal ?? projectNotFound(projectId);
       return { answer: failure(missing, null) };
     } finally {
       release?.();

@@ -1,4 +1,4 @@
-import { projectIdQuoted } from "../admin/project-id.js";
+import { projectNotFound } from "../admin/project-id.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { untilRefused } from "../deadline-refusal.js";
 import { GatewayError } from "../errors.js";
@@ -176,7 +176,7 @@ async function requireKnownProject(
     const missingRetryAfter = await deps.throttle.retryAfterMissing(projectId);
     if (missingRetryAfter > 0) throw refuse(missingRetryAfter);
     await deps.throttle.recordFailure(clientIp, projectId, false);
-    throw new GatewayError("PROJECT_NOT_FOUND", `Project ${projectIdQuoted(projectId)} does not exist`);
+    throw projectNotFound(projectId);
   } finally {
     release?.();
   }
