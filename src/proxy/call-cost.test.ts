@@ -37,10 +37,17 @@ describe("costOfProxiedCall", () => {
     expect(costOfProxiedCall("provider-a", "dall-e-3", emptyUsage(), images(1, "1536x1024"))).toBe(0.08);
   });
 
+  it("prices dall-e-3's own landscape and portrait sizes as the table's (decision 0065)", () => {
+    expect(costOfProxiedCall("provider-a", "dall-e-3", emptyUsage(), images(1, "1792x1024"))).toBe(0.08);
+    expect(costOfProxiedCall("provider-a", "dall-e-3", emptyUsage(), images(1, "1024x1792", "hd"))).toBe(
+      0.12,
+    );
+    expect(costOfProxiedCall("provider-a", "dall-e-3", emptyUsage(), images(1, "1792x1792"))).toBeNull();
+  });
+
   it("leaves the cost unknown for what has no price, never 0", () => {
     expect(costOfProxiedCall("provider-a", "gpt-image-1", usage, images(1, "auto", "auto"))).toBeNull();
     expect(costOfProxiedCall("provider-a", "gpt-image-1", usage, images(1, "1024x1024"))).toBeNull();
-    expect(costOfProxiedCall("provider-a", "dall-e-3", emptyUsage(), images(1, "1792x1024"))).toBeNull();
     expect(
       costOfProxiedCall("provider-c", "imagen-4.0-ultra-generate-001", emptyUsage(), images(1)),
     ).toBeNull();

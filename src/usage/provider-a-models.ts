@@ -120,9 +120,18 @@ export const providerAModels: CatalogueModel[] = [
     created: 1698785189,
     capabilities: imageOnly,
     pricing: null,
+    // SPEC's table prices model 2's 1024x1536 and 1536x1024, sizes dall-e-3 refuses; their prices
+    // are provider A's own for its portrait and landscape sizes, 1024x1792 and 1792x1024, which a
+    // call names (decision 0065).
     imagePricing: {
-      standard: { "1024x1024": 0.04, "1024x1536": 0.08, "1536x1024": 0.08 },
-      hd: { "1024x1024": 0.08, "1024x1536": 0.12, "1536x1024": 0.12 },
+      standard: {
+        "1024x1024": 0.04,
+        "1024x1536": 0.08,
+        "1536x1024": 0.08,
+        "1024x1792": 0.08,
+        "1792x1024": 0.08,
+      },
+      hd: { "1024x1024": 0.08, "1024x1536": 0.12, "1536x1024": 0.12, "1024x1792": 0.12, "1792x1024": 0.12 },
     },
     imageDefaults: { size: "1024x1024", quality: "standard" },
   },

@@ -265,6 +265,8 @@ describe("image generation", () => {
       0.167,
     ],
     [{ model: "dall-e-3", size: "1024x1536" }, 0.08],
+    [{ model: "dall-e-3", size: "1792x1024" }, 0.08],
+    [{ model: "dall-e-3", size: "1024x1792", providerOptions: { "provider-a": { quality: "hd" } } }, 0.12],
     [{ model: "gpt-image-1-mini", size: "1536x1024" }, 0.02],
     // The provider generates at the model's default size and quality (dall-e-3: 1024x1024, standard),
     // as the proxy prices it.
