@@ -1,9 +1,12 @@
+import { Readable } from "node:stream";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
 import { usageRow } from "../../test/support/usage-row.js";
 import { createLogger } from "../observability/logger.js";
 import { createMetrics } from "../observability/metrics.js";
 import { createSuppressionWindowsRegistry } from "../observability/suppression-windows.js";
+import { storedModelName } from "./stored-model-name.js";
+import { importDroppedRows } from "./usage-import.js";
 import { createUsageRecorder } from "./usage-recorder.js";
 import { usageRecorderReports } from "./usage-recorder-reports.js";
 
@@ -281,6 +284,37 @@ describe("usage recorder reports, the contents of the rows dropped", () => {
     expect(rowsOf(lines)).toEqual(dropped);
   });
 
+  it("keeps each contents line within the 16 KiB a log copier takes as one line, whatever model names its rows hold", async () => {
+    const raw: string[] = [];
+    const logger = createLogger("info", { write: (line: string) => void raw.push(line) });
+    const reports = usageRecorderReports(createMetrics(), logger);
+    // A proxied call's row records the model its body names: up to 200 characters its client chose,
+    // 600 bytes of UTF-8 when none is ASCII (400 of JSON when each is one it escapes). Before, 25
+    // such rows made a line of some 23 KB.
+    const dropped = Array.from({ length: 60 }, (_, index) =>
+      usageRow(`req_${index}`, {
+        model: storedModelName(`${index}`.padEnd(300, index % 3 === 2 ? '"\\' : "語")),
+      }),
+    );
+    reports.onDropped?.(60, "shutdown", dropped);
+    const contentsLines = raw.filter((line) => line.includes(contents));
+    for (const line of contentsLines) expect(Buffer.byteLength(line)).toBeLessThanOrEqual(maxLineBytes);
+    // Docker's json-file driver writes each 16 KiB piece of a longer line as an entry of its own
+    // (a partial message), and the import then read none of the line's rows.
+    const entries = raw.flatMap((line) =>
+      pieces(line, maxLineBytes).map((log) =>
+        JSON.stringify({ log, stream: "stdout", time: "2026-11-02T10:00:00Z" }),
+      ),
+    );
+    const imported: unknown[] = [];
+    const summary = await importDroppedRows(Readable.from(entries), async (rows) => {
+      imported.push(...rows);
+      return rows.length;
+    });
+    expect(summary).toEqual({ read: 60, inserted: 60, alreadyPresent: 0, refused: [] });
+    expect(imported).toEqual(dropped);
+  });
+
   it("stops writing rows' contents when its time is up, and says how many it left out", () => {
     const { lines, logger } = logged();
     let clock = 0;
@@ -303,3 +337,25 @@ describe("usage recorder reports, the contents of the rows dropped", () => {
     ]);
   });
 });
+
+/** The longest line a log copier passes on whole (Docker's, containerd's): 16 KiB. */
+const maxLineBytes = 16 * 1024;
+
+/** `line` in pieces of at most `bytes` bytes of UTF-8 each, as a log copier cuts a longer line (never inside a character here). */
+function pieces(line: string, bytes: number): string[] {
+  const cut: string[] = [];
+  let piece = "";
+  let size = 0;
+  for (const character of line) {
+    const length = Buffer.byteLength(character);
+    if (size + length > bytes) {
+      cut.push(piece);
+      piece = "";
+      size = 0;
+    }
+    piece += character;
+    size += length;
+  }
+  if (piece !== "") cut.push(piece);
+  return cut;
+}

@@ -148,6 +148,17 @@ function alternated(texts: readonly UsageColumn[], numbers: readonly UsageColumn
 const rowsPerLine = 25;
 
 /**
+ * The bytes of row values one line of contents holds at most (`lineRows`): with the line's own
+ * fields (its level, time, reason, count, columns and message: ~450 bytes), within the 16 KiB a log
+ * copier passes on as one line. A row's model is the one its client's body named: up to 200
+ * characters, 600 bytes of UTF-8 when none is ASCII, and 25 such rows made a line of ~23 KB, which
+ * Docker's json-file driver (and containerd's CRI log) cut into pieces of 16 KiB, each an entry of
+ * its own: `sluice usage import` could read none of the line's rows. Rows of the usual values (~550
+ * bytes as `rowBytes` counts them) still go 25 a line.
+ */
+const lineRowBytes = 14 * 1024;
+
+/**
  * How long the contents of the rows one drop hands over may take to write (the event loop is held
  * meanwhile: at shutdown, the whole queue, up to SLUICE_USAGE_QUEUE_MAX rows, some 20 µs each); the
  * rows left then are counted in a line of their own.
@@ -169,7 +180,7 @@ function droppedRowsLog(logger: Logger, options: { windowMs: number; now: () => 
 
   /** Writes `rows` in lines, as many as fit in the time left before `deadline`. */
   function write(reason: string, rows: readonly UsageRecord[], deadline: number): void {
-    for (let start = 0; start < rows.length; start += rowsPerLine) {
+    for (let start = 0; start < rows.length; ) {
       if (options.now() >= deadline) {
         logger.error(
           { reason, count: rows.length - start },
@@ -177,16 +188,9 @@ function droppedRowsLog(logger: Logger, options: { windowMs: number; now: () => 
         );
         return;
       }
-      const line = rows.slice(start, start + rowsPerLine);
-      logger.error(
-        {
-          reason,
-          count: line.length,
-          columns: loggedColumns,
-          rows: line.map((row) => loggedColumns.map((column) => row[column] ?? null)),
-        },
-        droppedRowsContents,
-      );
+      const line = lineRows(rows, start);
+      logger.error({ reason, count: line.length, columns: loggedColumns, rows: line }, droppedRowsContents);
+      start += line.length;
     }
   }
 
@@ -214,3 +218,39 @@ function droppedRowsLog(logger: Logger, options: { windowMs: number; now: () => 
     flush,
   };
 }
+
+/**
+ * The values of the rows of one line of contents, from `rows[start]` on: at most `rowsPerLine`
+ * rows, and no more than `lineRowBytes` of them as `rowBytes` counts them, but for a first row
+ * alone (no row is that long: its longest value is its model's 600 bytes).
+ */
+function lineRows(rows: readonly UsageRecord[], start: number): unknown[][] {
+  const line: unknown[][] = [];
+  let bytes = 0;
+  for (let at = start; at < rows.length && line.length < rowsPerLine; at++) {
+    const values = loggedColumns.map((column) => (rows[at] as UsageRecord)[column] ?? null);
+    const size = rowBytes(values);
+    if (line.length > 0 && bytes + size > lineRowBytes) break;
+    line.push(values);
+    bytes += size;
+  }
+  return line;
+}
+
+/**
+ * No fewer than the bytes of a row's values as the log writes them (a JSON array): a text of
+ * printable ASCII but for `"` and `\` is its characters and quotes; any other (a model its client
+ * named, a project id's `…`), its JSON in UTF-8; a number or null, at most 25 characters
+ * (`-0.0000012345678901234567`). Not the whole row's JSON: each row would be written twice, and
+ * the rows' contents at shutdown have 250 ms.
+ */
+function rowBytes(values: readonly unknown[]): number {
+  let bytes = values.length + 1;
+  for (const value of values)
+    if (typeof value !== "string") bytes += 25;
+    else bytes += plainText.test(value) ? value.length + 2 : Buffer.byteLength(JSON.stringify(value));
+  return bytes;
+}
+
+/** Text JSON writes as it is, one byte a character: printable ASCII but `"` and `\`. */
+const plainText = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
