@@ -23,7 +23,7 @@ import {
   usageFromProvider,
   usageFromProviderA,
 } from "../providers/usage-from-json.js";
-import { maskKeyInHeader } from "../proxy/reflected-key-mask.js";
+import { quotesKey } from "../proxy/reflected-key-mask.js";
 import { emptyUsage, type Sampling, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import { withoutUnlistedProperties } from "./drop-unlisted-properties.js";
 import type { AnalysisKind } from "./model-choice.js";
@@ -235,14 +235,14 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
 
 /**
  * The model the provider says answered, or undefined when it quotes the provider key (as it is, or
- * escaped as a JSON string or a URL writes it: maskKeyInHeader's search). A compatible server that
+ * escaped as a JSON string or a URL writes it: quotesKey). A compatible server that
  * echoes the request can name the key there, and this model goes into a failed call's
  * `details.model` (a 502 after the repair, a 422 refusal) and its row: the whole rebuilt key reached
  * a client that holds only a share of it. The model asked is named instead.
  */
 function answeredModel(modelId: string | undefined, providerKey: string): string | undefined {
   if (modelId === undefined) return undefined;
-  return maskKeyInHeader(modelId, providerKey) === modelId ? modelId : undefined;
+  return quotesKey(modelId, providerKey) ? undefined : modelId;
 }
 
 /**

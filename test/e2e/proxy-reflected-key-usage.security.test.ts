@@ -1,0 +1,116 @@
+import type { IncomingMessage } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ProviderId } from "../../src/providers/provider-id.js";
+import { type LocalServer, startLocalServer } from "../support/local-server.js";
+import {
+  adminToken,
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+  usageRowOf,
+} from "../support/test-gateway.js";
+
+/** The key Sluice injected, as each provider receives it. */
+function injectedKey(request: IncomingMessage): string {
+  const bearer = (request.headers.authorization ?? "").replace(/^Bearer /, "");
+  return bearer || String(request.headers["x-api-key"] ?? request.headers["x-goog-api-key"] ?? "");
+}
+
+/**
+ * A compatible server that echoes the request into its success, the key it was sent where the
+ * answer names its model (provider A's and B's `model`, C's `modelVersion`), whole or in a stream.
+ * A success's body reaches the client unscanned (docs/decisions/0010), but the model it names is
+ * also what the call's usage row keeps: in the database in plain text, in the admin API's usage
+ * report and in `sluice usage`, where the key, stored sealed, must never be shown again.
+ */
+describe("a provider's success that names the injected key as its model", () => {
+  let upstream: LocalServer;
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    upstream = await startLocalServer((request, response) => {
+      let sent = "";
+      request.on("data", (chunk: Buffer) => {
+        sent += String(chunk);
+      });
+      request.on("end", () => {
+        const key = injectedKey(request);
+        const usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 };
+        if (sent.includes('"stream":true')) {
+          response.writeHead(200, { "content-type": "text/event-stream" });
+          const chunk = { id: "c1", object: "chat.completion.chunk", model: key, choices: [] };
+          response.end(
+            `data: ${JSON.stringify(chunk)}\n\ndata: ${JSON.stringify({ ...chunk, usage })}\n\ndata: [DONE]\n\n`,
+          );
+          return;
+        }
+        response.writeHead(200, { "content-type": "application/json" });
+        response.end(
+          request.url?.startsWith("/c/")
+            ? JSON.stringify({
+                candidates: [],
+                usageMetadata: { promptTokenCount: 1, candidatesTokenCount: 1, totalTokenCount: 2 },
+                modelVersion: key,
+              })
+            : request.url?.startsWith("/b/")
+              ? JSON.stringify({
+                  id: "msg_1",
+                  type: "message",
+                  model: key,
+                  content: [],
+                  usage: { input_tokens: 1, output_tokens: 1 },
+                })
+              : JSON.stringify({ id: "c1", object: "chat.completion", model: key, choices: [], usage }),
+        );
+      });
+    });
+    const url = upstream.url;
+    sluice = await startTestGateway({
+      providerABaseUrl: `${url}/a/v1`,
+      providerBBaseUrl: `${url}/b/v1`,
+      providerCBaseUrl: `${url}/c/v1beta`,
+    });
+    project = await createTestProject(sluice.gateway);
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await upstream.close();
+  });
+
+  const calls: [string, ProviderId, string, Record<string, unknown>][] = [
+    ["provider A", "provider-a", "chat/completions", { model: "gpt-4o-mini", messages: [] }],
+    [
+      "provider A streamed",
+      "provider-a",
+      "chat/completions",
+      { model: "gpt-4o-mini", messages: [], stream: true, stream_options: { include_usage: true } },
+    ],
+    ["provider B", "provider-b", "v1/messages", { model: "claude-sonnet-4-5", messages: [] }],
+    ["provider C", "provider-c", "v1beta/models/gemini-2.5-flash:generateContent", { contents: [] }],
+  ];
+
+  it.each(calls)(
+    "%s: the usage row names the model asked, not the key, and the admin report does not show it",
+    async (_name, provider, path, body) => {
+      const response = await fetch(`${sluice.url}/v1/${provider}/${project.projectId}/${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      expect(response.status).toBe(200);
+      await response.arrayBuffer();
+      const key = project.providerKeys[provider];
+      const row = await usageRowOf(sluice.gateway, response);
+      expect(row.model).not.toContain(key);
+      expect(row.model).toBe(provider === "provider-c" ? "gemini-2.5-flash" : body.model);
+      const report = await fetch(`${sluice.url}/admin/v1/projects/${project.projectId}/usage?groupBy=model`, {
+        headers: { authorization: `Bearer ${adminToken}` },
+      });
+      expect(report.status).toBe(200);
+      expect(await report.text()).not.toContain(key);
+    },
+  );
+});
