@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
-import { type LocalServer, startLocalServer } from "../support/local-server.js";
+import { type LocalServer, startLocalServer, startLocalTcpServer } from "../support/local-server.js";
 import {
   adminToken,
   createTestProject,
@@ -113,4 +113,57 @@ describe("a provider's success that names the injected key as its model", () => 
       expect(await report.text()).not.toContain(key);
     },
   );
+});
+
+/**
+ * A server that names the key in its `transfer-encoding` (a coding Sluice did not offer, so the
+ * answer is refused 502): the proxy failure's log line quoted the coding, key and all (lower-cased,
+ * which still gives away all but the case of its letters).
+ */
+describe("a provider's transfer coding that quotes the injected key", () => {
+  let upstream: Awaited<ReturnType<typeof startLocalTcpServer>>;
+  let sluice: TestGateway;
+  let projectId: string;
+  let bearer: string;
+  /** Mixed case, and of no provider key's form, which the log would redact by its form alone. */
+  const key = "Q8pZrX0AbKdWmXYt3HcEp9JnUv1LsWq7Rt5Ne";
+
+  beforeAll(async () => {
+    upstream = await startLocalTcpServer((socket) => {
+      let head = "";
+      socket.on("data", (chunk: Buffer) => {
+        head += String(chunk);
+        if (!head.includes("\r\n\r\n")) return;
+        const sent = /\r\nauthorization: Bearer ([^\r]+)/i.exec(head)?.[1] ?? "";
+        socket.end(`HTTP/1.1 401 Unauthorized\r\ntransfer-encoding: ${sent}, chunked\r\n\r\n0\r\n\r\n`);
+      });
+    });
+    sluice = await startTestGateway({ providerABaseUrl: `http://127.0.0.1:${upstream.port}/a/v1` });
+    const project = await createTestProject(sluice.gateway);
+    const added = await sluice.gateway.admin.addProviderKey(project.projectId, {
+      provider: "provider-a",
+      apiKey: key,
+    });
+    projectId = project.projectId;
+    bearer = `${added.partialKey}.${project.testKey}`;
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await upstream.close();
+  });
+
+  it("is refused 502, and neither the answer nor the log quotes the key, in any case", async () => {
+    const from = sluice.logs.length;
+    const response = await fetch(`${sluice.url}/v1/provider-a/${projectId}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+    });
+    const answer = `${JSON.stringify([...response.headers])} ${await response.text()}`;
+    expect(response.status).toBe(502);
+    const logged = sluice.logs.slice(from).join("");
+    expect(logged).toContain("SLUICE_UNOFFERED_TRANSFER_CODING");
+    for (const text of [answer, logged]) expect(text.toLowerCase()).not.toContain(key.toLowerCase());
+  });
 });
