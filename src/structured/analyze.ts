@@ -165,6 +165,9 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
         // Keys a closed object does not list are dropped, not repaired (docs/decisions/0019).
         const object = withoutUnlistedProperties(request.schema, outcome.object);
         const check = validateAgainstSchema(request.schema, object);
+        // (Nested no deeper than maxAnswerDepth: a valid object is written out without overflow.)
+        if (check.valid && quotesKey(JSON.stringify(object), request.providerKey))
+          return { ok: false, error: keyQuoted(modelUsed, usage), model: modelUsed, usage, ...unknownPart() };
         if (check.valid)
           return {
             ok: true,
@@ -243,6 +246,21 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
 function answeredModel(modelId: string | undefined, providerKey: string): string | undefined {
   if (modelId === undefined) return undefined;
   return quotesKey(modelId, providerKey) ? undefined : modelId;
+}
+
+/**
+ * The provider's failure (502, billed as answered) for output that quotes the provider key, as it
+ * is or escaped (quotesKey): a compatible server that echoes the request can write it into the
+ * model's output, and this answer, unlike a proxied success (docs/decisions/0010), is Sluice's own,
+ * parsed and checked whole before it is sent, to a client that holds only a share of the key. No
+ * real provider's model knows the key: asked again, such a server would echo it again.
+ */
+function keyQuoted(model: string, usage: TokenUsage): GatewayError {
+  return new GatewayError(
+    "PROVIDER_ERROR",
+    "The model's output quoted the provider key Sluice sent the provider, so it is not answered",
+    { details: { retryable: false, model, usage: countsOf(usage) } },
+  );
 }
 
 /**

@@ -8,6 +8,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  titleSchema,
   usageRowOf,
 } from "../support/test-gateway.js";
 
@@ -166,4 +167,90 @@ describe("a provider's transfer coding that quotes the injected key", () => {
     expect(logged).toContain("SLUICE_UNOFFERED_TRANSFER_CODING");
     for (const text of [answer, logged]) expect(text.toLowerCase()).not.toContain(key.toLowerCase());
   });
+});
+
+/**
+ * A compatible server that echoes the key into the model's output (the JSON object a structured
+ * route answers with): unlike a proxied success, which reaches the client as the provider sent it
+ * (docs/decisions/0010), this answer is Sluice's own, parsed and checked whole, and the client holds
+ * only a share of the key.
+ */
+describe("a structured answer whose output quotes the injected key", () => {
+  let upstream: LocalServer;
+  let sluice: TestGateway;
+  const projects = {} as Record<ProviderId, TestProject>;
+
+  beforeAll(async () => {
+    upstream = await startLocalServer((request, response) => {
+      request.resume();
+      request.on("end", () => {
+        const key = injectedKey(request);
+        const output = JSON.stringify({ title: `The key is ${key}` });
+        response.writeHead(200, { "content-type": "application/json" });
+        response.end(
+          JSON.stringify(
+            request.url?.startsWith("/c/")
+              ? {
+                  candidates: [
+                    { content: { role: "model", parts: [{ text: output }] }, finishReason: "STOP" },
+                  ],
+                  usageMetadata: { promptTokenCount: 1, candidatesTokenCount: 1, totalTokenCount: 2 },
+                }
+              : request.url?.startsWith("/b/")
+                ? {
+                    id: "msg_1",
+                    type: "message",
+                    role: "assistant",
+                    model: "claude-sonnet-4-5",
+                    content: [{ type: "text", text: output }],
+                    stop_reason: "end_turn",
+                    usage: { input_tokens: 1, output_tokens: 1 },
+                  }
+                : {
+                    id: "c1",
+                    object: "chat.completion",
+                    created: 1,
+                    model: "gpt-4o-mini",
+                    choices: [
+                      { index: 0, message: { role: "assistant", content: output }, finish_reason: "stop" },
+                    ],
+                    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+                  },
+          ),
+        );
+      });
+    });
+    const url = upstream.url;
+    sluice = await startTestGateway({
+      providerABaseUrl: `${url}/a/v1`,
+      providerBBaseUrl: `${url}/b/v1`,
+      providerCBaseUrl: `${url}/c/v1beta`,
+    });
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
+      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: titleSchema });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await upstream.close();
+  });
+
+  it.each(["provider-a", "provider-b", "provider-c"] as const)(
+    "%s: /v1/text answers the provider's failure (502), without the key",
+    async (provider) => {
+      const project = projects[provider];
+      const response = await fetch(`${sluice.url}/v1/text/${project.projectId}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+        body: JSON.stringify({ text: "hello" }),
+      });
+      const text = await response.text();
+      expect(text).not.toContain(project.providerKeys[provider]);
+      expect(response.status).toBe(502);
+      expect(JSON.parse(text).error.code).toBe("PROVIDER_ERROR");
+      // The provider answered, and is paid: the row keeps its tokens.
+      const row = await usageRowOf(sluice.gateway, response);
+      expect([row.status, row.input_tokens, row.output_tokens]).toEqual([502, 1, 1]);
+    },
+  );
 });
