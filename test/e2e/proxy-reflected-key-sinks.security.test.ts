@@ -254,3 +254,58 @@ describe("a structured answer whose output quotes the injected key", () => {
     },
   );
 });
+
+/** The same server on /v1/image: provider A's revised prompt, which the answer passes on, quoting the key. */
+describe("a generated image whose revised prompt quotes the injected key", () => {
+  const png =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+  let upstream: LocalServer;
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    upstream = await startLocalServer((request, response) => {
+      request.resume();
+      request.on("end", () => {
+        const key = injectedKey(request);
+        response.writeHead(200, { "content-type": "application/json" });
+        response.end(
+          JSON.stringify({
+            created: 1,
+            data: [
+              { b64_json: png, revised_prompt: `A cat, as asked with ${key}` },
+              { b64_json: png, revised_prompt: "A cat on a mat" },
+            ],
+            usage: { input_tokens: 1, output_tokens: 1, total_tokens: 2 },
+          }),
+        );
+      });
+    });
+    sluice = await startTestGateway({ providerABaseUrl: `${upstream.url}/a/v1` });
+    project = await createTestProject(sluice.gateway);
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await upstream.close();
+  });
+
+  it("answers the images and the other revised prompts, without that one", async () => {
+    const response = await fetch(`${sluice.url}/v1/image/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ prompt: "a cat", model: "gpt-image-1", n: 2 }),
+    });
+    const text = await response.text();
+    expect(text).not.toContain(project.providerKeys["provider-a"]);
+    expect(response.status).toBe(200);
+    const answer = JSON.parse(text) as { images: unknown[]; providerMetadata?: unknown };
+    expect(answer.images).toHaveLength(2);
+    expect(answer.providerMetadata).toEqual({
+      "provider-a": { images: [{}, { revisedPrompt: "A cat on a mat" }] },
+    });
+  });
+});
