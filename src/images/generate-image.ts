@@ -13,6 +13,7 @@ import {
   successfulAnswerUnread,
 } from "../providers/sdk-call-failure.js";
 import { usageFromProviderC } from "../providers/usage-from-json.js";
+import { quotesKey } from "../proxy/reflected-key-mask.js";
 import type { Project } from "../storage/project-repository.js";
 import { decodeForgivingBase64, isPaddedBase64 } from "../structured/base64.js";
 import { sniffImageType } from "../structured/image-input.js";
@@ -196,14 +197,16 @@ export async function generateImages(
   );
   const result: ImageResult = { images };
   if (warnings.length > 0) result.warnings = warnings;
+  // A revised prompt that quotes the provider key (a compatible server that echoes the request can
+  // write it there) is left out, as a prompt not revised is: the client holds only a share of the key.
   const revised = (
     generated.providerMetadata?.openai as { images?: Array<{ revisedPrompt?: string } | null> } | undefined
-  )?.images;
-  if (call.provider === "provider-a" && revised?.some((image) => image?.revisedPrompt)) {
+  )?.images?.map((image) =>
+    image?.revisedPrompt && !quotesKey(image.revisedPrompt, call.providerKey) ? image.revisedPrompt : null,
+  );
+  if (call.provider === "provider-a" && revised?.some((prompt) => prompt !== null)) {
     result.providerMetadata = {
-      "provider-a": {
-        images: revised.map((image) => (image?.revisedPrompt ? { revisedPrompt: image.revisedPrompt } : {})),
-      },
+      "provider-a": { images: revised.map((prompt) => (prompt === null ? {} : { revisedPrompt: prompt })) },
     };
   }
   return { result, costUsd, usage };

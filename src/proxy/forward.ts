@@ -16,6 +16,7 @@ import { type BackgroundRun, backgroundRowId } from "./background-run.js";
 import { type GeneratedImages, generatedImages } from "./generated-images.js";
 import { upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
 import { type Metering, ProxyExchange } from "./proxy-exchange.js";
+import { quotesKey } from "./reflected-key-mask.js";
 import type { RequestFacts } from "./request-facts.js";
 import { createUpstreamDeadlines } from "./upstream-deadlines.js";
 import type { MeterReading } from "./usage-meter.js";
@@ -217,7 +218,13 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   }
   const reading = exchange.meter?.finish() ?? { usage: emptyUsage(), model: null };
   // Only a decompressing meter answers later: it waits for its decompressor to catch up.
-  const seen: MeterReading = reading instanceof Promise ? await reading : reading;
+  const read: MeterReading = reading instanceof Promise ? await reading : reading;
+  // A model the answer names that quotes the key is not taken (the model asked is named instead): a
+  // compatible server that echoes the request may name it there, a success's body is never masked
+  // (docs/decisions/0010), and the row would keep the whole key in plain text, shown by the admin
+  // API's usage report and `sluice usage`.
+  const seen: MeterReading =
+    read.model !== null && quotesKey(read.model, call.providerKey) ? { ...read, model: null } : read;
   // Read: the answer bytes the meter kept count no more.
   exchange.releaseRoom();
   // The model the request named: only read when the provider's answer does not say (a promise only

@@ -193,8 +193,12 @@ export function clientResponseHeaders(
     // Several Connection lines are one list (RFC 9110 section 5.3): each names headers to drop.
     if (name === "connection")
       connection = `${connection}${connection === "" ? "" : ","}${latin1(raw[index + 1] as Buffer | string)}`;
-    else if (name === "transfer-encoding")
-      transferEncoding = `${transferEncoding}${transferEncoding === "" ? "" : ","}${latin1(raw[index + 1] as Buffer | string)}`;
+    else if (name === "transfer-encoding") {
+      // Masked as any value is (before the codings are lower-cased): an unoffered coding is quoted
+      // in the refusal's log line (proxy-exchange.ts).
+      const coding = latin1(raw[index + 1] as Buffer | string);
+      transferEncoding = `${transferEncoding}${transferEncoding === "" ? "" : ","}${providerKey === "" ? coding : maskKeyInHeader(coding, providerKey, escapable)}`;
+    }
     if (droppedResponseHeaders.has(name) || name.startsWith("access-control-")) continue;
     // A server that names a header after a value it echoes: the name cannot be masked as a value is.
     if (keyInName !== "" && name.includes(keyInName)) continue;

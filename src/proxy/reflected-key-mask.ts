@@ -102,6 +102,15 @@ export function maskKeyInHeader(value: string, key: string, escapable = keyMayBe
 }
 
 /**
+ * Whether `text` quotes the key, as it is or escaped as a JSON string or a URL writes it
+ * (maskKeyInHeader's search): a name a provider's answer gives (its model) that a row or a message
+ * would keep, from a compatible server that echoes the request into it.
+ */
+export function quotesKey(text: string, key: string): boolean {
+  return key !== "" && maskKeyInHeader(text, key) !== text;
+}
+
+/**
  * The fewest of the key's first bytes a body's end is masked for: a provider's public prefix is at
  * most seven (`sk-proj`, `AIzaSy` and one more), and text that long is no key's by chance.
  */

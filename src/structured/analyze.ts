@@ -23,7 +23,7 @@ import {
   usageFromProvider,
   usageFromProviderA,
 } from "../providers/usage-from-json.js";
-import { maskKeyInHeader } from "../proxy/reflected-key-mask.js";
+import { quotesKey } from "../proxy/reflected-key-mask.js";
 import { emptyUsage, type Sampling, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import { withoutUnlistedProperties } from "./drop-unlisted-properties.js";
 import type { AnalysisKind } from "./model-choice.js";
@@ -165,6 +165,9 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
         // Keys a closed object does not list are dropped, not repaired (docs/decisions/0019).
         const object = withoutUnlistedProperties(request.schema, outcome.object);
         const check = validateAgainstSchema(request.schema, object);
+        // (Nested no deeper than maxAnswerDepth: a valid object is written out without overflow.)
+        if (check.valid && quotesKey(JSON.stringify(object), request.providerKey))
+          return { ok: false, error: keyQuoted(modelUsed, usage), model: modelUsed, usage, ...unknownPart() };
         if (check.valid)
           return {
             ok: true,
@@ -235,14 +238,29 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
 
 /**
  * The model the provider says answered, or undefined when it quotes the provider key (as it is, or
- * escaped as a JSON string or a URL writes it: maskKeyInHeader's search). A compatible server that
+ * escaped as a JSON string or a URL writes it: quotesKey). A compatible server that
  * echoes the request can name the key there, and this model goes into a failed call's
  * `details.model` (a 502 after the repair, a 422 refusal) and its row: the whole rebuilt key reached
  * a client that holds only a share of it. The model asked is named instead.
  */
 function answeredModel(modelId: string | undefined, providerKey: string): string | undefined {
   if (modelId === undefined) return undefined;
-  return maskKeyInHeader(modelId, providerKey) === modelId ? modelId : undefined;
+  return quotesKey(modelId, providerKey) ? undefined : modelId;
+}
+
+/**
+ * The provider's failure (502, billed as answered) for output that quotes the provider key, as it
+ * is or escaped (quotesKey): a compatible server that echoes the request can write it into the
+ * model's output, and this answer, unlike a proxied success (docs/decisions/0010), is Sluice's own,
+ * parsed and checked whole before it is sent, to a client that holds only a share of the key. No
+ * real provider's model knows the key: asked again, such a server would echo it again.
+ */
+function keyQuoted(model: string, usage: TokenUsage): GatewayError {
+  return new GatewayError(
+    "PROVIDER_ERROR",
+    "The model's output quoted the provider key Sluice sent the provider, so it is not answered",
+    { details: { retryable: false, model, usage: countsOf(usage) } },
+  );
 }
 
 /**
