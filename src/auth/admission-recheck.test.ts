@@ -162,4 +162,34 @@ describe("admission recheck", () => {
     advance(ttlMs + 1);
     await expect(check()).rejects.toMatchObject({ code: "UNAUTHORIZED" });
   });
+
+  // As authentication answers: 403 (a key revoked, the project disabled) only to credentials that
+  // still pass; a caller whose credentials no longer do is told 401 and nothing of the project.
+  it("refuses a call whose credentials no longer pass 401, though its key was revoked or its project disabled too", async () => {
+    const { stored, admit, advance } = setUp();
+    const deviceCall = await admit("bearer-device-check");
+    const testKeyCall = await admit("test-key-header");
+    stored.project = project({
+      disabled: true,
+      testMode: false,
+      deviceCheck: { ...stored.project.deviceCheck, enabled: false },
+    });
+    stored.key = { ...key, revokedAt: "2026-11-02T00:00:00.000Z" };
+    advance(ttlMs + 1);
+    await expect(deviceCall()).rejects.toMatchObject({ code: "UNAUTHORIZED" });
+    await expect(testKeyCall()).rejects.toMatchObject({ code: "UNAUTHORIZED" });
+    // Its credentials passing, the key's revocation is said first, then the project's state.
+    stored.project = project({ disabled: true });
+    advance(ttlMs + 1);
+    await expect(deviceCall()).rejects.toMatchObject({
+      code: "FORBIDDEN",
+      message: "This provider key was revoked",
+    });
+    stored.key = key;
+    advance(ttlMs + 1);
+    await expect(testKeyCall()).rejects.toMatchObject({
+      code: "FORBIDDEN",
+      message: "This project is disabled",
+    });
+  });
 });

@@ -54,12 +54,11 @@ export function createAdmissionRecheck(deps: AdmissionRecheckDeps) {
     // the call was admitted with (its keys and test keys went with the first): 401, as a new request.
     if (project.createdAt !== result.project.createdAt)
       return unauthorized("the partial key is not valid for this project");
-    if (project.disabled) return new GatewayError("FORBIDDEN", "This project is disabled");
-    const key = await directory.key(result.keyId);
-    if (key === null || key.record.projectId !== id || key.record.provider !== result.provider)
-      return unauthorized("the partial key is not valid for this project");
-    if (key.record.revokedAt !== null) return new GatewayError("FORBIDDEN", "This provider key was revoked");
-    if (result.method === "test-key-header" || result.method === "bearer-test-key") {
+    // In authentication's order: the call's own credential (its test key, or DeviceCheck) and its
+    // partial key's record first, 401; only for credentials that still pass, the key revoked or the
+    // project disabled (403), which a caller whose credentials no longer pass is not told.
+    const testMethod = result.method === "test-key-header" || result.method === "bearer-test-key";
+    if (testMethod) {
       if (!project.testMode || !deps.testModeAllowed)
         return unauthorized("test mode is off for this project");
       const candidate =
@@ -68,11 +67,15 @@ export function createAdmissionRecheck(deps: AdmissionRecheckDeps) {
           : splitBearer(bearerValue(request.headers, request.sdkKeyHeader) ?? "").token;
       if (!candidate || !testKeyMatches(candidate, await directory.testKeyDigests(id)))
         return unauthorized("the test key does not match");
-      return null;
-    }
-    if (!project.deviceCheck.enabled) return unauthorized("device check is off for this project");
-    if (project.deviceCheck.changedAt !== result.project.deviceCheck.changedAt)
+    } else if (!project.deviceCheck.enabled) return unauthorized("device check is off for this project");
+    const key = await directory.key(result.keyId);
+    if (key === null || key.record.projectId !== id || key.record.provider !== result.provider)
+      return unauthorized("the partial key is not valid for this project");
+    // Its token was verified under the settings before: a new request's would be asked of Apple again.
+    if (!testMethod && project.deviceCheck.changedAt !== result.project.deviceCheck.changedAt)
       return unauthorized("the project's DeviceCheck settings changed; retry");
+    if (key.record.revokedAt !== null) return new GatewayError("FORBIDDEN", "This provider key was revoked");
+    if (project.disabled) return new GatewayError("FORBIDDEN", "This project is disabled");
     return null;
   }
 }

@@ -13,10 +13,11 @@ import {
   createSuppressionWindows,
   type SuppressionWindowsOptions,
 } from "../observability/suppression-windows.js";
-import type { Admit } from "./admission.js";
+import { type Admit, nothingSent } from "./admission.js";
 import { type BodyBudget, type BodyShare, holdInShare } from "./body-budget.js";
 import { requestedRange } from "./byte-range.js";
-import { answerWithJson } from "./json-answer-call.js";
+import { clientDisconnected } from "./client-watch.js";
+import { answerWithJson, type CallSoFar } from "./json-answer-call.js";
 import { jsonBodyLimits } from "./json-shape.js";
 import { parseJsonObject } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
@@ -246,6 +247,10 @@ function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<
       );
       const model = imageModelFor(call.provider, call.project, body, deps.defaultImageModels);
       soFar.model = model;
+      // Nothing goes to the provider before its images are reserved, just before its call: a call
+      // refused before (its price past the cap) or whose client left (while its price was counted
+      // in Redis) sent nothing, and its row says so (no cost), not that the provider may have run.
+      soFar.spend = nothingSent;
       const { result, costUsd, usage } = await generateImages(
         deps,
         call,
@@ -255,11 +260,31 @@ function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<
           soFar.spend = { usage: billedUsage, costUsd: billed, providerAnswered: true };
         },
         signal,
-        reserveImages(share, deps.maxProviderResponseBytes),
+        sendingOnceReserved(reserveImages(share, deps.maxProviderResponseBytes), signal, soFar),
       );
       return { body: result, model, usage, costUsd, providerAnswered: true };
     },
   );
+}
+
+/**
+ * `reservation`, whose `reserve` comes just before the provider call (`generateImages`): a client
+ * gone by then (its signal aborted) stops the call there, nothing sent; otherwise the call's row is
+ * no longer one of nothing sent (`soFar.spend`) once its images are reserved.
+ */
+function sendingOnceReserved(
+  reservation: AnswerReservation,
+  signal: AbortSignal,
+  soFar: CallSoFar,
+): AnswerReservation {
+  return {
+    reserve(images, bytesEach) {
+      if (signal.aborted) throw clientDisconnected();
+      reservation.reserve(images, bytesEach);
+      delete soFar.spend;
+    },
+    settle: (bytes) => reservation.settle(bytes),
+  };
 }
 
 /**

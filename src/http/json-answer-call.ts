@@ -9,7 +9,8 @@ import { sendJson } from "./send.js";
 /** What a call has learnt by the time it fails, for its row: the model, and what it was billed. */
 export interface CallSoFar {
   model: string | null;
-  spend?: CallSpend;
+  /** What it was billed; `nothingSent` while nothing went to the provider though the model is named. */
+  spend?: CallSpend | typeof nothingSent;
 }
 
 /** The answer's JSON body and what the call cost. */

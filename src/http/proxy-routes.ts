@@ -14,6 +14,7 @@ import { withStreamUsage, withStreamUsageDecoded } from "../proxy/stream-usage-o
 import { reportsNoTokens, type TokenUsage } from "../usage/token-usage.js";
 import { type Admit, nothingSent } from "./admission.js";
 import { type BodyBudget, type BodyShare, holdInShare } from "./body-budget.js";
+import { clientDisconnected } from "./client-watch.js";
 import { readBody, requireJsonContentType } from "./read-body.js";
 import type { Router } from "./router.js";
 import { setHeaders } from "./send.js";
@@ -102,6 +103,10 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             : null;
           if (call.priceKnown && imageCall !== null)
             await holdToImagePrice(call.priceKnown, adapter.id, imageCall, facts);
+          // A client gone while those were awaited (its credentials read again, its price counted in
+          // Redis): nothing is sent, as for one gone before admission. The exchange hears of a client
+          // leaving only from its start: the call was sent, ran and was billed for nobody.
+          if (request.socket.destroyed) throw clientDisconnected();
           sending = true;
           const result = await forward(deps.pools, {
             adapter,

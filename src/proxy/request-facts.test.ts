@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
+import { collectGarbage } from "../../test/support/garbage-collection.js";
 import { imagenPrediction, openAiImageGeneration } from "../providers/image-calls.js";
 import { createProviderAdapters } from "../providers/provider-adapter.js";
 import { RequestFacts } from "./request-facts.js";
@@ -111,6 +112,70 @@ describe("RequestFacts", () => {
       undecoded.release(null);
       expect(sentOnce(undecoded)).toEqual([]);
       expect(await undecoded.model()).toBe("gpt-4o");
+    });
+
+    // A capped project's image generation is priced from its body before it is sent (the proxy
+    // route's holdToImagePrice): a compressed one is decoded for it then. A body of a few KiB may
+    // decode to SLUICE_MAX_BODY_BYTES (JSON's whitespace between members): that copy was held for the
+    // whole answer (an image generation's seconds to minutes) and counted in no share, so a few
+    // hundred such calls held gigabytes past SLUICE_MAX_BUFFERED_BODY_BYTES.
+    it("counts a small compressed body's copy decoded before it is sent in its share, and lets it go once sent", async () => {
+      const padded = `{"model":"gpt-image-1",${" ".repeat(16 << 20)}"prompt":"a cat","n":2,"quality":"low"}`;
+      const compressed = gzipSync(padded);
+      expect(compressed.length).toBeLessThan(64 * 1024);
+      const counted = { held: 0 };
+      const share = {
+        take: () => true,
+        takeIfRoom: () => true,
+        fits: () => true,
+        hold: (bytes: number) => {
+          counted.held += bytes;
+        },
+        giveBack: (bytes: number) => {
+          counted.held -= bytes;
+        },
+        release: () => {
+          counted.held = 0;
+        },
+      };
+      // A Buffer's memory goes with its finalizer, which runs after the collection, between turns.
+      const external = async () => {
+        for (let round = 0; round < 4; round++) {
+          collectGarbage();
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        return process.memoryUsage().arrayBuffers;
+      };
+      const before = await external();
+      const facts = new RequestFacts(
+        a,
+        "images/generations",
+        compressed,
+        "gzip",
+        20 << 20,
+        null,
+        "application/json",
+        share,
+      );
+      expect(await facts.requestedImages(openAiImageGeneration)).toEqual({
+        count: 2,
+        size: null,
+        quality: "low",
+      });
+      expect(counted.held).toBe(padded.length);
+      expect(facts.upstreamBody()).toBe(compressed);
+      facts.release(openAiImageGeneration);
+      expect(counted.held).toBe(0);
+      // What it named is kept, and the compressed body undici holds.
+      expect(await facts.model()).toBe("gpt-image-1");
+      expect(await facts.imageModel(openAiImageGeneration)).toBe("gpt-image-1");
+      expect(await facts.requestedImages(openAiImageGeneration)).toEqual({
+        count: 2,
+        size: null,
+        quality: "low",
+      });
+      expect(facts.upstreamBody()).toBe(compressed);
+      expect((await external()) - before, "the decoded copy let go").toBeLessThan(4 << 20);
     });
 
     it("keeps a body of at most 64 KiB, read only when asked, and hands undici the Buffer", () => {

@@ -48,6 +48,10 @@ export class RequestFacts {
   private plain: Buffer | Promise<Buffer> | null;
   /** What a released body named; null while the body is kept. */
   private named: Named | null = null;
+  /** Whether undici has written the body (`release`). */
+  private sent = false;
+  /** The bytes of a copy decoded before the body was sent (`read`), counted in `share` until it is. */
+  private decodedEarly = 0;
 
   constructor(
     private readonly adapter: ProviderAdapter,
@@ -101,10 +105,17 @@ export class RequestFacts {
    * budget given back, after what it named is read
    * (the image facts only for an image generation). A smaller one is kept: undici holds it anyway,
    * and reading it only when asked saves every call the read. A small compressed body whose decoded
-   * copy is let go keeps its own share: undici still holds its bytes.
+   * copy is let go keeps its own share: undici still holds its bytes. So is a copy decoded before the
+   * body was sent (`read`), what it named read first: kept, it held up to SLUICE_MAX_BODY_BYTES from
+   * a few KiB for the whole answer.
    */
   release(imageCall: ImageCall | null): void {
-    if (this.held <= keptBodyBytes || this.named !== null) return;
+    this.sent = true;
+    if (this.named !== null) return;
+    // A kept body's copy decoded for its facts before it was sent (a capped image generation's
+    // price): let go all the same, its facts kept, as a large body's is.
+    const decodedEarly = this.plain instanceof Promise;
+    if (this.held <= keptBodyBytes && !decodedEarly) return;
     // Read by the accessors themselves: a compressed body is decoded once for all of them, and not
     // at all when the path names the model and no image facts are needed.
     this.named = {
@@ -112,10 +123,16 @@ export class RequestFacts {
       imageModel: imageCall === null ? null : this.imageModel(imageCall),
       requested: imageCall === null ? null : this.requestedImages(imageCall),
     };
-    this.body = empty;
     this.plain = empty;
+    const early = this.decodedEarly;
+    this.decodedEarly = 0;
+    if (this.held <= keptBodyBytes) {
+      this.share?.giveBack(early);
+      return;
+    }
+    this.body = empty;
     if (this.length > keptBodyBytes) this.share?.release();
-    else this.share?.giveBack(this.copied);
+    else this.share?.giveBack(this.copied + early);
   }
 
   /** The model the request named (its body's, or provider C's path's). */
@@ -147,7 +164,19 @@ export class RequestFacts {
   }
 
   private read<T>(fact: (body: Buffer) => T): T | Promise<T> {
-    this.plain ??= decodeRequestBody(this.body, this.contentEncoding ?? "", this.maxBytes).catch(() => empty);
+    this.plain ??= decodeRequestBody(this.body, this.contentEncoding ?? "", this.maxBytes).then(
+      (plain) => {
+        // Decoded before the body was sent (a capped image generation's price, read from it first):
+        // held until it is, up to SLUICE_MAX_BODY_BYTES from a few KiB, so counted in the share
+        // as the decoded copy the stream usage option makes is.
+        if (!this.sent && this.share) {
+          this.share.hold(plain.length);
+          this.decodedEarly = plain.length;
+        }
+        return plain;
+      },
+      () => empty,
+    );
     return this.plain instanceof Promise ? this.plain.then(fact) : fact(this.plain);
   }
 }

@@ -69,6 +69,25 @@ describe("a call whose body is still arriving when an admin change refuses its c
       code: "UNAUTHORIZED",
       make: (project: TestProject) => admin("PATCH", `/${project.projectId}`, { testMode: false }),
     },
+    // Two changes at once: the call's credentials no longer pass, and a new request is told so
+    // (401) before anything of the project's state, or of the key's, as authentication tells it.
+    "its Test Mode turned off and its project disabled": {
+      code: "UNAUTHORIZED",
+      make: (project: TestProject) =>
+        admin("PATCH", `/${project.projectId}`, { testMode: false, disabled: true }),
+    },
+    "its test key revoked and its provider key revoked": {
+      code: "UNAUTHORIZED",
+      make: async (project: TestProject) => {
+        const listed = (await (await admin("GET", `/${project.projectId}/test-keys`)).json()) as {
+          data: { testKeyId: string }[];
+        };
+        expect(
+          (await admin("DELETE", `/${project.projectId}/test-keys/${listed.data[0]?.testKeyId}`)).status,
+        ).toBe(204);
+        return admin("DELETE", `/${project.projectId}/keys/${project.keyIds["provider-a"]}`);
+      },
+    },
     "its project renamed": {
       code: null,
       make: (project: TestProject) => admin("PATCH", `/${project.projectId}`, { name: "Renamed" }),
