@@ -403,6 +403,26 @@ describe("failures before or around the call", () => {
       });
     });
 
+    it("rests the key no longer than Apple asked when the clock is stepped back, and says so", async () => {
+      let time = now;
+      const sluice = client({ clock: () => time });
+      production.fail({ kind: "status", status: 429, retryAfter: "120" }, 1);
+      expect(await sluice.validate(input("production", validToken))).toMatchObject({
+        retryAfterSeconds: 120,
+      });
+      // The host's clock is stepped back ten minutes (NTP, a VM resumed): the rest's end, a moment
+      // on that clock, lies twelve minutes ahead, but Apple asked for two.
+      time = now - 600_000;
+      expect(await sluice.validate(input("production", validToken))).toEqual({
+        kind: "unavailable",
+        reason: "resting",
+        retryAfterSeconds: 120,
+      });
+      time += 120_000;
+      expect(await sluice.validate(input("production", validToken))).toEqual({ kind: "valid" });
+      expect(production.calls).toHaveLength(2);
+    });
+
     it("is read on a 503 too, without resting the key", async () => {
       const sluice = client({ clock: () => now });
       production.fail({ kind: "status", status: 503, retryAfter: inTwoMinutes.toUTCString() }, 1);

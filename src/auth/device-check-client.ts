@@ -185,9 +185,11 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
   /**
    * When each DeviceCheck key (environment, team and key id) may call Apple again after Apple
    * answered it 429: asking again before its Retry-After would only prolong Apple's throttling of
-   * the key, for every user of the app. A few keys per gateway; bounded all the same.
+   * the key, for every user of the app. A few keys per gateway; bounded all the same. With the
+   * length of the rest: the end is a moment on the wall clock, which a host may step back (NTP, a VM
+   * resumed), and a rest is never longer than Apple asked, however far it went back.
    */
-  const restingUntil = new Map<string, number>();
+  const restingUntil = new Map<string, { until: number; ms: number }>();
   const keyOf = (input: DeviceCheckValidation) => `${input.environment} ${input.teamId} ${input.keyId}`;
 
   const unavailable = (
@@ -261,7 +263,7 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
     const retryAfter = retryAfterSeconds(response.headers["retry-after"], clock()) ?? fallbackRetryAfter;
     if (status === 429) {
       if (restingUntil.size >= 1000) restingUntil.clear();
-      restingUntil.set(keyOf(input), clock() + retryAfter * 1000);
+      restingUntil.set(keyOf(input), { until: clock() + retryAfter * 1000, ms: retryAfter * 1000 });
     }
     return unavailable("apple-error", status, retryAfter);
   }
@@ -270,9 +272,11 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
     async validate(input, signal) {
       if (!isWellFormedDeviceToken(input.deviceToken)) return { kind: "invalid", reason: "malformed-token" };
       if (signal?.aborted) return unavailable("aborted");
-      const until = restingUntil.get(keyOf(input));
-      if (until !== undefined) {
-        const left = until - clock();
+      const rest = restingUntil.get(keyOf(input));
+      if (rest !== undefined) {
+        const now = clock();
+        if (rest.until - now > rest.ms) rest.until = now + rest.ms;
+        const left = rest.until - now;
         if (left > 0) return unavailable("resting", undefined, Math.ceil(left / 1000));
         restingUntil.delete(keyOf(input));
       }

@@ -213,6 +213,22 @@ describe.skipIf(!redisAvailable)("auth-failure throttle across instances", () =>
     expect(await redis.pttl(`${keyPrefix}:ip:192.0.2.11`)).toBeLessThanOrEqual(60_000);
   });
 
+  it("holds a count whose expiry is longer than its window (Redis's clock set back) to one window, read or counted", async () => {
+    const keyPrefix = nextPrefix();
+    const redis = await readyClient();
+    const throttle = createAuthThrottle({ redis, failuresPerMinute: 2, keyPrefix });
+    await fail(throttle, 1, "192.0.2.12");
+    // Redis keeps an expiry as a moment on its own clock: stepped back ten minutes, the count at
+    // the limit has ten minutes more to live.
+    await redis.set(`${keyPrefix}:ip:192.0.2.12`, "2", "PX", 600_000);
+    expect(await throttle.retryAfter("192.0.2.12", undefined)).toBeLessThanOrEqual(60);
+    expect(await redis.pttl(`${keyPrefix}:ip:192.0.2.12`)).toBeLessThanOrEqual(60_000);
+    await redis.set(`${keyPrefix}:ip:192.0.2.13`, "1", "PX", 600_000);
+    await fail(throttle, 1, "192.0.2.13");
+    expect(await throttle.retryAfter("192.0.2.13", undefined)).toBeLessThanOrEqual(60);
+    expect(await redis.pttl(`${keyPrefix}:ip:192.0.2.13`)).toBeLessThanOrEqual(60_000);
+  });
+
   it("counts afresh over a key of another type or that holds no count, without resting Redis", async () => {
     const keyPrefix = nextPrefix();
     const redis = await readyClient();
@@ -330,6 +346,31 @@ describe("the throttle's remembered keys", () => {
       }
       expect(throttle.remembered()).toBeLessThan(10);
     } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe("the throttle under a clock stepped back", () => {
+  it("refuses a blocked address for at most a window, and says so in its Retry-After", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const failedAt = Date.UTC(2026, 10, 30, 12, 0, 0);
+    vi.setSystemTime(failedAt);
+    const throttle = createAuthThrottle({ failuresPerMinute: 3 });
+    try {
+      await fail(throttle, 3, "192.0.2.40", "p");
+      expect(await throttle.retryAfter("192.0.2.40", "p")).toBe(60);
+      // The host's clock is stepped back ten minutes (NTP, a VM resumed): the block, kept as a moment
+      // on that clock, lies eleven minutes ahead, but the throttle's window is a minute.
+      const stepped = failedAt - 600_000;
+      vi.setSystemTime(stepped);
+      expect(await throttle.retryAfter("192.0.2.40", "p")).toBe(60);
+      expect(throttle.begin("192.0.2.40", "p")).toBe(1);
+      vi.setSystemTime(stepped + 60_000);
+      expect(await throttle.retryAfter("192.0.2.40", "p")).toBe(0);
+      expect(throttle.begin("192.0.2.40", "p")).toBeTypeOf("function");
+    } finally {
+      (throttle as { stop?: () => void }).stop?.();
       vi.useRealTimers();
     }
   });

@@ -98,10 +98,11 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle &
   const limit = Math.max(1, Math.floor(options.failuresPerMinute));
   const isSecret = options.isSecret ?? (() => false);
   const counter = failureCounter(options);
-  const blocked = new ExpiringKeys(maxRemembered);
-  const suspects = options.redis ? new ExpiringKeys(maxRemembered) : undefined;
+  const windowMs = windowSeconds * 1000;
+  const blocked = new ExpiringKeys(maxRemembered, windowMs);
+  const suspects = options.redis ? new ExpiringKeys(maxRemembered, windowMs) : undefined;
   /** Keys that failed here within their window, with the count the window held after the last. */
-  const failing = new ExpiringKeys(maxRemembered);
+  const failing = new ExpiringKeys(maxRemembered, windowMs);
   /** Attempts admitted by `begin` and not yet ended, per key: bounded by the requests open at once. */
   const inFlight = new Map<string, number>();
   // Expired keys go when met, or all at once when the last one expired; this drops those a burst
@@ -263,7 +264,7 @@ if ${luaNotSluiceCount} then
 end
 local count = redis.call("INCR", KEYS[1])
 local ttl = redis.call("PTTL", KEYS[1])
-if ttl < 0 then
+if ttl < 0 or ttl > tonumber(ARGV[1]) then
   ttl = tonumber(ARGV[1])
   redis.call("PEXPIRE", KEYS[1], ttl)
 end
@@ -280,7 +281,7 @@ local value = redis.pcall("GET", KEYS[1])
 if ${luaNotSluiceCount} then value = false end
 local count = tonumber(value)
 local ttl = redis.call("PTTL", KEYS[1])
-if count and ttl == -1 then
+if count and (ttl == -1 or ttl > tonumber(ARGV[1])) then
   ttl = tonumber(ARGV[1])
   redis.call("PEXPIRE", KEYS[1], ttl)
 end
@@ -350,13 +351,21 @@ function keysToCheck(clientIp: string, projectId: string | undefined): string[] 
  * once when the last one has expired, so that after an attack (or, with Redis, any failure) the
  * success path is a size check again instead of a lookup per request for good, and by the caller's
  * sweep (`dropExpired`).
+ *
+ * The expiries are moments on the wall clock (`Date.now`), which a host may step back (NTP, a VM
+ * resumed): with `longestMs`, an expiry found further ahead than that is brought back to
+ * `longestMs` from then, so a key is held (a client blocked) for at most a window, as its
+ * Retry-After says, never for as long as the clock went back.
  */
 export class ExpiringKeys {
   private readonly until = new Map<string, { expiresAt: number; count: number }>();
   /** The latest expiry of any key held: once it has passed, every key has. */
   private latest = 0;
 
-  constructor(private readonly max: number) {}
+  constructor(
+    private readonly max: number,
+    private readonly longestMs = Number.POSITIVE_INFINITY,
+  ) {}
 
   get size(): number {
     return this.until.size;
@@ -364,6 +373,7 @@ export class ExpiringKeys {
 
   /** True when no key is live at `now`; forgets every key once the last one expired. */
   empty(now: number): boolean {
+    if (this.latest - now > this.longestMs) this.shorten(now);
     if (this.until.size > 0 && now >= this.latest) this.until.clear();
     return this.until.size === 0;
   }
@@ -378,6 +388,7 @@ export class ExpiringKeys {
 
   /** Drops every key expired at `now`. */
   dropExpired(now: number): void {
+    if (this.latest - now > this.longestMs) this.shorten(now);
     for (const [key, entry] of this.until) if (entry.expiresAt <= now) this.until.delete(key);
   }
 
@@ -395,11 +406,23 @@ export class ExpiringKeys {
   private live(key: string, now: number): { expiresAt: number; count: number } | undefined {
     const entry = this.until.get(key);
     if (entry === undefined) return undefined;
+    if (entry.expiresAt - now > this.longestMs) this.shorten(now);
     if (entry.expiresAt <= now) {
       this.until.delete(key);
       return undefined;
     }
     return entry;
+  }
+
+  /** The clock went back: every expiry further than `longestMs` ahead of `now` is brought back to it. */
+  private shorten(now: number): void {
+    const longest = now + this.longestMs;
+    let latest = 0;
+    for (const entry of this.until.values()) {
+      if (entry.expiresAt > longest) entry.expiresAt = longest;
+      if (entry.expiresAt > latest) latest = entry.expiresAt;
+    }
+    this.latest = latest;
   }
 
   private evict(now: number): void {

@@ -7,6 +7,8 @@ export interface OpenWindow {
 interface Window {
   count: number;
   endsAt: number;
+  /** The window's length: it never ends later than that after `now` (see `ended`). */
+  readonly windowMs: number;
   /** The window's own key, so the sweep walks values alone (see `sweeper`). */
   readonly key: string;
 }
@@ -38,7 +40,7 @@ export class MemoryWindows {
   /** `key`'s window open at `now`, or undefined when it has none (never opened, or ended). */
   find(key: string, now: number): OpenWindow | undefined {
     const window = this.windows.get(key);
-    return window !== undefined && now < window.endsAt ? window : undefined;
+    return window !== undefined && !ended(window, now) ? window : undefined;
   }
 
   /** Counts one request in `key`'s window, opening one of `windowMs` at `now` when none is open. */
@@ -46,12 +48,12 @@ export class MemoryWindows {
     this.sweep(now);
     this.sweep(now);
     let window = this.windows.get(key);
-    if (window === undefined || now >= window.endsAt) {
+    if (window === undefined || ended(window, now)) {
       if (window === undefined && this.windows.size >= this.maxKeys) {
         const oldest = this.windows.keys().next();
         if (!oldest.done) this.windows.delete(oldest.value);
       }
-      window = { count: 0, endsAt: now + windowMs, key };
+      window = { count: 0, endsAt: now + windowMs, windowMs, key };
       this.windows.set(key, window);
     }
     window.count++;
@@ -61,7 +63,7 @@ export class MemoryWindows {
   /** Drops every ended window: for a timer, so a burst of keys is not kept once traffic stops. */
   dropEnded(): void {
     const now = this.clock();
-    for (const [key, window] of this.windows) if (now >= window.endsAt) this.windows.delete(key);
+    for (const [key, window] of this.windows) if (ended(window, now)) this.windows.delete(key);
     // A fresh sweep: V8 keeps the table a Map iterator was made on (entries and all) for as long as
     // the iterator lives, so the old one would hold the windows just dropped until the next count.
     this.sweeper = this.windows.values();
@@ -83,6 +85,18 @@ export class MemoryWindows {
       return;
     }
     const window = next.value;
-    if (now >= window.endsAt) this.windows.delete(window.key);
+    if (ended(window, now)) this.windows.delete(window.key);
   }
+}
+
+/**
+ * Whether `window` has ended at `now`. The clock is the wall clock (`Date.now`), which a host may
+ * step back (NTP, a VM resumed): a window whose end lies further ahead than its length is brought
+ * back to end one length from `now`, its count kept, so a full window refuses for at most the
+ * whole window a refusal reports (`Retry-After`, at most the window), never for as long as the
+ * clock went back.
+ */
+function ended(window: Window, now: number): boolean {
+  if (window.endsAt - now > window.windowMs) window.endsAt = now + window.windowMs;
+  return now >= window.endsAt;
 }

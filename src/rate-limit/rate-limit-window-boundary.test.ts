@@ -46,6 +46,29 @@ describe("rate limit windows at their boundary", () => {
     }
   });
 
+  it("in memory: a wall clock set back holds a full window no longer than one window, the wait it reported", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const opened = Date.UTC(2026, 10, 30, 12, 0, 0);
+    vi.setSystemTime(opened);
+    const limiter = createRateLimiter();
+    try {
+      for (let index = 0; index < 3; index++) expect((await consume(limiter, "p", 3)).allowed).toBe(true);
+      // The host's clock is stepped back ten minutes (NTP, a VM resumed): the window's end, kept on
+      // that clock, now lies eleven minutes ahead, but its length is a minute and so is the wait.
+      const stepped = opened - 600_000;
+      vi.setSystemTime(stepped);
+      const refused = await consume(limiter, "p", 3);
+      expect(refused).toMatchObject({ allowed: false, resetSeconds: 60 });
+      vi.setSystemTime(stepped + 59_999);
+      expect(await consume(limiter, "p", 3)).toMatchObject({ allowed: false, resetSeconds: 1 });
+      // Retry-After said 60 s: the client that waited them is admitted, not refused for ten more minutes.
+      vi.setSystemTime(stepped + 60_000);
+      expect(await consume(limiter, "p", 3)).toMatchObject({ allowed: true, remaining: 2, resetSeconds: 60 });
+    } finally {
+      await limiter.close();
+    }
+  });
+
   it.skipIf(!redisAvailable)(
     "on Redis: a window refuses until its key expires, then a new one opens for a whole window",
     async () => {

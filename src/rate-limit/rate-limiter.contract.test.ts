@@ -534,6 +534,31 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis, keys Sluice did not wri
     expect((await consume(limiter, "project", "stuck", 3, 1)).allowed).toBe(true);
   });
 
+  it("holds a window key whose expiry is longer than its window (Redis's clock set back, a restore) to one window", async () => {
+    const redis = await readyClient();
+    const keyPrefix = nextPrefix();
+    const limiter = createRateLimiter({ redis, keyPrefix });
+    // Redis keeps an expiry as a moment on its own clock: stepped back ten minutes, a full window's
+    // key has ten minutes more to live, though its window is a second long.
+    await redis.set(`${keyPrefix}:project:1:long`, "3", "PX", 600_000);
+    await redis.set(`${keyPrefix}:ip:60:long`, "1", "PX", 600_000);
+    const refused = await limiter.consumeAll([
+      { name: "project", key: "long", limit: 3, windowSeconds: 1 },
+      { name: "ip", key: "long", limit: 5 },
+    ]);
+    expect(refused.map((decision) => [decision.allowed, decision.resetSeconds])).toEqual([
+      [false, 1],
+      [true, 60],
+    ]);
+    expect(await redis.pttl(`${keyPrefix}:project:1:long`)).toBeLessThanOrEqual(1_000);
+    // A limit that had room, in a request another refused, is held to its window too; its count stays.
+    expect(await redis.pttl(`${keyPrefix}:ip:60:long`)).toBeLessThanOrEqual(60_000);
+    expect(await redis.get(`${keyPrefix}:ip:60:long`)).toBe("1");
+    // Retry-After said 1 s: the client that waited it is admitted.
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    expect((await consume(limiter, "project", "long", 3, 1)).allowed).toBe(true);
+  });
+
   it("counts afresh over a window key of another type or that holds no count, without falling back", async () => {
     const { redis, keyPrefix, breaker, onFallback, onKeyRepaired, limiter } = await watchedLimiter();
     const projectKey = `${keyPrefix}:project:60:odd`;

@@ -297,10 +297,12 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
  * each key repaired.
  *
  * Repairs what Sluice never writes but a restore, a manual SET or another program may: a key
- * without expiry is given its window's (refused or not, so a count at its limit never refuses for
- * good); a key of another type, or a string that is not a count (digits), is deleted before anything
- * is counted, so its window opens afresh (a WRONGTYPE or INCR error would fail every request on it,
- * and a failure after another key's INCR would leave that count behind).
+ * without expiry, or whose expiry lies further ahead than its window (Redis's clock stepped back
+ * keeps the expiry's moment), is given its window's (refused or not, so a count at its limit never
+ * refuses for good, nor for longer than the `Retry-After` it reports, at most the window); a key of
+ * another type, or a string that is not a count (digits), is deleted before anything is counted, so
+ * its window opens afresh (a WRONGTYPE or INCR error would fail every request on it, and a failure
+ * after another key's INCR would leave that count behind).
  */
 const consumeScript = new RedisScript(`
 ${luaConsumeLimits(0, 0)}
@@ -332,8 +334,9 @@ local reply = {admitted}
 for i, key in ipairs(limitKeys) do
   if admitted == 1 then counts[i] = redis.call("INCR", key) end
   local ttl = redis.call("PTTL", key)
-  if ttl == -1 then
-    ttl = tonumber(ARGV[${argOffset} + 2 * i])
+  local windowMs = tonumber(ARGV[${argOffset} + 2 * i])
+  if ttl == -1 or ttl > windowMs then
+    ttl = windowMs
     redis.call("PEXPIRE", key, ttl)
   end
   reply[2 * i] = counts[i]

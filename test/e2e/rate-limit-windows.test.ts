@@ -94,4 +94,26 @@ describe("rate-limit windows at their edges", () => {
     expect(removed.headers.get("ratelimit-policy")).toBe('"project";q=6000;w=60, "ip";q=3;w=60');
     expect(removed.headers.get("ratelimit")).toBe('"ip";r=2;t=60');
   });
+
+  it("refuses a project at its limit for no longer than the Retry-After it sends when the host's clock is stepped back", async () => {
+    vi.setSystemTime(opened);
+    const project = await createTestProject(sluice.gateway, { rateLimits: { perMinute: 2 } });
+    for (const address of ["198.51.100.21", "198.51.100.22"])
+      expect((await chat(project, address)).status).toBe(200);
+    expect(fields(await chat(project, "198.51.100.23"))).toMatchObject({ status: 429, retryAfter: "60" });
+    // Stepped back ten minutes (NTP, a VM resumed): a refusal still says a minute, and means it.
+    const stepped = opened - 600_000;
+    vi.setSystemTime(stepped);
+    expect(fields(await chat(project, "198.51.100.23"))).toEqual({
+      status: 429,
+      ratelimit: '"project";r=0;t=60',
+      retryAfter: "60",
+    });
+    vi.setSystemTime(stepped + 60_000);
+    expect(fields(await chat(project, "198.51.100.23"))).toEqual({
+      status: 200,
+      ratelimit: '"project";r=1;t=60',
+      retryAfter: null,
+    });
+  });
 });
