@@ -1,6 +1,7 @@
 import type { Redis } from "ioredis";
 import { ConfigError } from "../config.js";
 import type { Logger } from "../observability/logger.js";
+import { checkEvictionPolicy } from "./eviction-policy.js";
 import { createRedisClient, RedisSetupError } from "./redis-client.js";
 
 /** Distinct client errors logged per outage; any more are not (the degraded gauge and /health say it). */
@@ -13,7 +14,9 @@ const maxLoggedErrors = 20;
  * password or database, or answers a `rediss://` URL without TLS, stops the start as invalid
  * configuration does; one that is unreachable does not (the gateway starts degraded, on
  * per-instance limits, and connects when Redis comes). A command unanswered for `commandTimeoutMs`
- * (SLUICE_REDIS_COMMAND_TIMEOUT_MS) fails, and its connection is replaced.
+ * (SLUICE_REDIS_COMMAND_TIMEOUT_MS) fails, and its connection is replaced. Each connection made
+ * ready asks `INFO memory`, unawaited, and a Redis that may evict keys (a `maxmemory` with a policy
+ * other than `noeviction`) is logged as a warning, once per policy (`checkEvictionPolicy`).
  */
 export async function connectRedis(url: string, logger: Logger, commandTimeoutMs: number): Promise<Redis> {
   // ioredis reports every failed reconnect (every 2 s at most), with one message or several in
@@ -37,9 +40,14 @@ export async function connectRedis(url: string, logger: Logger, commandTimeoutMs
       throw new ConfigError(`Invalid configuration:\n  REDIS_URL: ${error.message}`);
     throw error;
   }
+  // Policies already warned of: a reconnect to the same Redis says nothing new.
+  const warnedPolicies = new Set<string>();
   client.on("ready", () => {
     if (logged.size > 0) logger.info("Redis connection ready again");
     logged.clear();
+    checkEvictionPolicy(client, logger, warnedPolicies);
   });
+  // The first connection got ready before the listener above (or is not ready yet: it will say so).
+  checkEvictionPolicy(client, logger, warnedPolicies);
   return client;
 }
