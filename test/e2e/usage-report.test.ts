@@ -21,10 +21,11 @@ describe("the usage report, end to end", () => {
   let fake: FakeUpstream;
   let sluice: TestGateway;
   let project: TestProject;
-  // The project is created a second before its first call: the clock stands still while the call
+  // The project is created a minute before its first call: the clock stands still while the call
   // runs, and a call whose row's time less its length comes before the project's creation is a
-  // project's deleted under its id (left out of the report).
-  let clock = new Date("2026-11-27T23:59:58.000Z");
+  // project's deleted under its id (left out of the report). A second before was too little: on a
+  // loaded machine the first call took longer than that, and the report left it out.
+  let clock = new Date("2026-11-27T23:59:00.000Z");
   const schema = { type: "object", properties: { title: { type: "string" } }, required: ["title"] };
   // gpt-5.4-mini ($0.75 in, $0.075 cached, $4.50 out) and gpt-4.1 ($2, $0.50, $8) per 1M tokens.
   const textCost = ((11 - 3) * 0.75 + 3 * 0.075 + 7 * 4.5) / 1e6;
