@@ -1,7 +1,7 @@
-import type { IncomingMessage } from "node:http";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
+import { injectedKey } from "../support/proxy-key-calls.js";
 import {
   createTestProject,
   startTestGateway,
@@ -42,10 +42,6 @@ vi.mock("node:zlib", async (importOriginal) => {
       zlib.gunzip(body, options, (error, result) => gate.hold(() => done(error, result))),
   };
 });
-
-function injectedKey(request: IncomingMessage): string {
-  return (request.headers.authorization ?? "").replace(/^Bearer /, "");
-}
 
 /**
  * A provider that compresses its error though Sluice asks for identity, and quotes the key in it:

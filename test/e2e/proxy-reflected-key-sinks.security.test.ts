@@ -1,7 +1,7 @@
-import type { IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
 import { type LocalServer, startLocalServer, startLocalTcpServer } from "../support/local-server.js";
+import { injectedKey } from "../support/proxy-key-calls.js";
 import {
   adminToken,
   createTestProject,
@@ -11,12 +11,6 @@ import {
   titleSchema,
   usageRowOf,
 } from "../support/test-gateway.js";
-
-/** The key Sluice injected, as each provider receives it. */
-function injectedKey(request: IncomingMessage): string {
-  const bearer = (request.headers.authorization ?? "").replace(/^Bearer /, "");
-  return bearer || String(request.headers["x-api-key"] ?? request.headers["x-goog-api-key"] ?? "");
-}
 
 /**
  * A compatible server that echoes the request into its success, the key it was sent where the

@@ -1,21 +1,15 @@
-import type { IncomingMessage } from "node:http";
 import { connect } from "node:net";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
+import { injectedKey } from "../support/proxy-key-calls.js";
 import {
   createTestProject,
   startTestGateway,
   type TestGateway,
   type TestProject,
 } from "../support/test-gateway.js";
-
-/** The key Sluice injected, as each provider receives it. */
-function injectedKey(request: IncomingMessage): string {
-  const bearer = (request.headers.authorization ?? "").replace(/^Bearer /, "");
-  return bearer || String(request.headers["x-api-key"] ?? request.headers["x-goog-api-key"] ?? "");
-}
 
 /**
  * A compatible server at a configured base URL that quotes the request back (a debugging echo, an

@@ -1,3 +1,11 @@
+import type { IncomingMessage } from "node:http";
+
+/** The key Sluice injected, as each provider receives it (provider A's bearer, B's and C's headers). */
+export function injectedKey(request: IncomingMessage): string {
+  const bearer = (request.headers.authorization ?? "").replace(/^Bearer /, "");
+  return bearer || String(request.headers["x-api-key"] ?? request.headers["x-goog-api-key"] ?? "");
+}
+
 /**
  * A call of each provider's proxy (provider, path, JSON body), with the header the provider expects
  * its full key in and that header's value for a key.
