@@ -9,7 +9,7 @@ import {
 import type { FakeUsage } from "../fakes/fake-upstream-responses.js";
 import { startProxiedPostgresGateway } from "../support/proxied-postgres-gateway.js";
 import { sdkClients } from "../support/sdk-clients.js";
-import { mulberry32 } from "../support/seeded-random.js";
+import { seededDraws } from "../support/seeded-random.js";
 import { postgresAvailable } from "../support/services.js";
 import {
   createTestProject,
@@ -37,17 +37,7 @@ import {
 
 const seed = Number(process.env.SLUICE_CHAOS_SEED ?? 20_261_130);
 
-/** Draws from mulberry32: a sequence that depends on the seed alone. */
-function prng(start: number) {
-  const next = mulberry32(start);
-  return {
-    next,
-    int: (low: number, high: number) => low + Math.floor(next() * (high - low + 1)),
-    chance: (p: number) => next() < p,
-    pick: <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T,
-  };
-}
-type Random = ReturnType<typeof prng>;
+type Random = ReturnType<typeof seededDraws>;
 
 type Kind =
   | "whole" // the whole answer, read to its end (an SDK or fetch)
@@ -498,7 +488,7 @@ async function runCalls(
   midway: (fraction: number) => boolean | Promise<boolean> = () => false,
   outages: { count: number } = { count: 0 },
 ): Promise<Call[]> {
-  const calls = planCalls(prng(seed), count);
+  const calls = planCalls(seededDraws(seed), count);
   const byIndex = new Map(calls.map((call) => [call.index, call]));
   /** Resolved as the provider receives each call. */
   const arrivals = new Map<number, () => void>();

@@ -4,7 +4,7 @@ import type { ProviderId } from "../../src/providers/provider-id.js";
 import type { FakeUsage } from "../fakes/fake-upstream-responses.js";
 import { providerA, providerB, providerC } from "../fakes/fake-upstream-responses.js";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
-import { mulberry32 } from "../support/seeded-random.js";
+import { seededDraws } from "../support/seeded-random.js";
 import {
   createTestProject,
   projectUsageRows,
@@ -45,16 +45,7 @@ const concurrency = 8;
 type Shape = "a-chat" | "a-chat-injected" | "a-responses" | "b-messages" | "c-sse" | "c-array";
 const shapes: Shape[] = ["a-chat", "a-chat-injected", "a-responses", "b-messages", "c-sse", "c-array"];
 
-function prng(start: number) {
-  const next = mulberry32(start);
-  return {
-    next,
-    int: (low: number, high: number) => low + Math.floor(next() * (high - low + 1)),
-    chance: (p: number) => next() < p,
-    pick: <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T,
-  };
-}
-type Random = ReturnType<typeof prng>;
+type Random = ReturnType<typeof seededDraws>;
 
 /** One event as the provider means it: its name, its data, and whether it is provider A's usage chunk. */
 interface Event {
@@ -468,7 +459,7 @@ function chunksOf(random: Random, bytes: Buffer, notes: Set<string>): Buffer[] {
 }
 
 function planCase(index: number, caseSeed: number): Case {
-  const random = prng(caseSeed);
+  const random = seededDraws(caseSeed);
   const shape = random.pick(shapes);
   const input = random.int(1, 200_000);
   const output = random.int(1, 20_000);
@@ -600,7 +591,7 @@ describe("pass-through streams under a seeded fuzz of legal wire forms", () => {
   }
 
   it(`sends the provider's bytes and meters them as the canonical stream, one row a call (seed ${seed})`, async () => {
-    const seeds = prng(seed);
+    const seeds = seededDraws(seed);
     const cases =
       onlyCase === undefined
         ? Array.from({ length: caseCount }, (_, index) => planCase(index, Math.floor(seeds.next() * 2 ** 32)))

@@ -19,3 +19,14 @@ export function seededBelow(seed: number): (below: number) => number {
   const next = mulberry32(seed);
   return (below) => Math.floor(next() * below);
 }
+
+/** Draws from mulberry32(seed): numbers, whole numbers in a range, chances and picks. */
+export function seededDraws(seed: number) {
+  const next = mulberry32(seed);
+  return {
+    next,
+    int: (low: number, high: number) => low + Math.floor(next() * (high - low + 1)),
+    chance: (p: number) => next() < p,
+    pick: <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T,
+  };
+}
