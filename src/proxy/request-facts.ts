@@ -1,4 +1,4 @@
-import type { BodyShare } from "../http/body-budget.js";
+import { type BodyShare, bodyBudgetFull } from "../http/body-budget.js";
 import type { ImageCall, RequestedImages } from "../providers/image-calls.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import { decodeRequestBody } from "./request-body-coding.js";
@@ -52,6 +52,8 @@ export class RequestFacts {
   private sent = false;
   /** The bytes of a copy decoded before the body was sent (`read`), counted in `share` until it is. */
   private decodedEarly = 0;
+  /** Whether such a copy did not fit in `share` (`requireDecodedHeld`). */
+  private decodedRefused = false;
 
   constructor(
     private readonly adapter: ProviderAdapter,
@@ -135,6 +137,15 @@ export class RequestFacts {
     else this.share?.giveBack(this.copied + early);
   }
 
+  /**
+   * Throws the 503 of a body past SLUICE_MAX_BUFFERED_BODY_BYTES when the copy decoded for a fact
+   * read before the body was sent (`read`) did not fit in its share: the call must not go on to
+   * hold it while it is priced and sent. Asked once those facts are read, before anything is sent.
+   */
+  requireDecodedHeld(): void {
+    if (this.decodedRefused) throw bodyBudgetFull();
+  }
+
   /** The model the request named (its body's, or provider C's path's). */
   model(): string | null | Promise<string | null> {
     if (this.named !== null) return this.named.model;
@@ -167,11 +178,12 @@ export class RequestFacts {
     this.plain ??= decodeRequestBody(this.body, this.contentEncoding ?? "", this.maxBytes).then(
       (plain) => {
         // Decoded before the body was sent (a capped image generation's price, read from it first):
-        // held until it is, up to SLUICE_MAX_BODY_BYTES from a few KiB, so counted in the share
-        // as the decoded copy the stream usage option makes is.
+        // held until it is, up to SLUICE_MAX_BODY_BYTES from a few KiB, so taken into the share
+        // as the decoded copy the stream usage option makes is: one that does not fit is refused
+        // (`requireDecodedHeld`), not counted past the budget while the call goes on.
         if (!this.sent && this.share) {
-          this.share.hold(plain.length);
-          this.decodedEarly = plain.length;
+          if (this.share.take(plain.length)) this.decodedEarly = plain.length;
+          else this.decodedRefused = true;
         }
         return plain;
       },
