@@ -126,11 +126,11 @@ describe("RequestFacts", () => {
       expect(compressed.length).toBeLessThan(64 * 1024);
       const counted = { held: 0 };
       const share = {
-        take: (bytes: number) => {
+        take: () => true,
+        takeIfRoom: (bytes: number) => {
           counted.held += bytes;
           return true;
         },
-        takeIfRoom: () => true,
         fits: () => true,
         hold: (bytes: number) => {
           counted.held += bytes;

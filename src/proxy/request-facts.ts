@@ -52,8 +52,8 @@ export class RequestFacts {
   private sent = false;
   /** The bytes of a copy decoded before the body was sent (`read`), counted in `share` until it is. */
   private decodedEarly = 0;
-  /** Whether such a copy did not fit in `share` (`requireDecodedHeld`). */
-  private decodedRefused = false;
+  /** The bytes of such a copy that did not fit in `share` when decoded (`requireDecodedHeld`). */
+  private decodedUnheld = 0;
 
   constructor(
     private readonly adapter: ProviderAdapter,
@@ -143,7 +143,12 @@ export class RequestFacts {
    * hold it while it is priced and sent. Asked once those facts are read, before anything is sent.
    */
   requireDecodedHeld(): void {
-    if (this.decodedRefused) throw bodyBudgetFull();
+    const unheld = this.decodedUnheld;
+    if (unheld === 0 || this.sent || !this.share) return;
+    // Asked again, counted as a refusal when it still does not fit (the 503 is answered).
+    if (!this.share.take(unheld)) throw bodyBudgetFull();
+    this.decodedUnheld = 0;
+    this.decodedEarly = unheld;
   }
 
   /** The model the request named (its body's, or provider C's path's). */
@@ -180,10 +185,11 @@ export class RequestFacts {
         // Decoded before the body was sent (a capped image generation's price, read from it first):
         // held until it is, up to SLUICE_MAX_BODY_BYTES from a few KiB, so taken into the share
         // as the decoded copy the stream usage option makes is: one that does not fit is refused
-        // (`requireDecodedHeld`), not counted past the budget while the call goes on.
+        // (`requireDecodedHeld`), not counted past the budget while the call goes on. Not counted
+        // as a refusal here: a failure row's read of a call refused before it was priced is none.
         if (!this.sent && this.share) {
-          if (this.share.take(plain.length)) this.decodedEarly = plain.length;
-          else this.decodedRefused = true;
+          if (this.share.takeIfRoom(plain.length)) this.decodedEarly = plain.length;
+          else this.decodedUnheld = plain.length;
         }
         return plain;
       },
