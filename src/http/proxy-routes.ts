@@ -186,7 +186,9 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
  * (`imageCall`, the adapter's) the pricing table gives before it runs (`imagePriceBeforeCall`: the
  * model the provider reads from the body or path, and the n, size and quality asked for), which
  * throws the cap's 403 or the calls in flight's 429 when it does not fit; a body that names a
- * member twice is refused (400), as its price cannot be read as the provider reads it. One whose price is not
+ * member twice is refused (400), as its price cannot be read as the provider reads it, and a
+ * compressed one whose decoded copy does not fit in the body budget 503 (as the copy the stream
+ * usage option makes is). One whose price is not
  * known before its answer (a body that does not read, a model priced by the token or not in the
  * table, `auto`) is left as it was: counted at the month's largest call, priced by its answer.
  */
@@ -198,6 +200,8 @@ async function holdToImagePrice(
 ): Promise<void> {
   const read = facts.requestedImages(imageCall);
   const asked = read instanceof Promise ? await read : read;
+  // A compressed body decoded for them whose copy does not fit in the body budget: 503, not sent.
+  facts.requireDecodedHeld();
   // A member named twice (`"n":1,"n":20`): which one the provider reads is unpredictable (RFC 8259
   // §4), and pricing the last one JSON.parse keeps let a provider that reads the first run more.
   if (asked.repeated !== undefined)

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { collectGarbage } from "../../test/support/garbage-collection.js";
+import { createBodyBudget } from "../http/body-budget.js";
 import { imagenPrediction, openAiImageGeneration } from "../providers/image-calls.js";
 import { createProviderAdapters } from "../providers/provider-adapter.js";
 import { RequestFacts } from "./request-facts.js";
@@ -126,7 +127,10 @@ describe("RequestFacts", () => {
       const counted = { held: 0 };
       const share = {
         take: () => true,
-        takeIfRoom: () => true,
+        takeIfRoom: (bytes: number) => {
+          counted.held += bytes;
+          return true;
+        },
         fits: () => true,
         hold: (bytes: number) => {
           counted.held += bytes;
@@ -176,6 +180,56 @@ describe("RequestFacts", () => {
       });
       expect(facts.upstreamBody()).toBe(compressed);
       expect((await external()) - before, "the decoded copy let go").toBeLessThan(4 << 20);
+    });
+
+    it("takes a compressed body's copy decoded before it is sent into the budget, refused (503) when it does not fit", async () => {
+      const mib = 1024 * 1024;
+      const budget = createBodyBudget(3 * mib);
+      const other = budget.share();
+      expect(other.take(2 * mib)).toBe(true);
+      const padded = `{"model":"gpt-image-1",${" ".repeat(2 * mib)}"prompt":"a cat","n":2,"quality":"low"}`;
+      const compressed = gzipSync(padded);
+      const share = budget.share();
+      expect(share.take(compressed.length)).toBe(true);
+      const facts = new RequestFacts(
+        a,
+        "images/generations",
+        compressed,
+        "gzip",
+        20 * mib,
+        null,
+        "application/json",
+        share,
+      );
+      // Its facts are read all the same (the failure row names its model)...
+      expect((await facts.requestedImages(openAiImageGeneration)).count).toBe(2);
+      // ...but its copy is not held past the budget, and the call is refused before it is sent.
+      expect(budget.held()).toBe(2 * mib + compressed.length);
+      expect(() => facts.requireDecodedHeld()).toThrow(
+        expect.objectContaining({ code: "SERVICE_UNAVAILABLE" }),
+      );
+      expect(budget.refused()).toBe(1);
+      expect(await facts.model()).toBe("gpt-image-1");
+      // Alone in the budget, it fits, and is given back once sent.
+      other.release();
+      const alone = budget.share();
+      expect(alone.take(compressed.length)).toBe(true);
+      const fits = new RequestFacts(
+        a,
+        "images/generations",
+        compressed,
+        "gzip",
+        20 * mib,
+        null,
+        "application/json",
+        alone,
+      );
+      share.release();
+      expect((await fits.requestedImages(openAiImageGeneration)).count).toBe(2);
+      expect(() => fits.requireDecodedHeld()).not.toThrow();
+      expect(budget.held()).toBe(compressed.length + padded.length);
+      fits.release(openAiImageGeneration);
+      expect(budget.held()).toBe(compressed.length);
     });
 
     it("keeps a body of at most 64 KiB, read only when asked, and hands undici the Buffer", () => {

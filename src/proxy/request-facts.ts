@@ -1,4 +1,4 @@
-import type { BodyShare } from "../http/body-budget.js";
+import { type BodyShare, bodyBudgetFull } from "../http/body-budget.js";
 import type { ImageCall, RequestedImages } from "../providers/image-calls.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import { decodeRequestBody } from "./request-body-coding.js";
@@ -52,6 +52,8 @@ export class RequestFacts {
   private sent = false;
   /** The bytes of a copy decoded before the body was sent (`read`), counted in `share` until it is. */
   private decodedEarly = 0;
+  /** The bytes of such a copy that did not fit in `share` when decoded (`requireDecodedHeld`). */
+  private decodedUnheld = 0;
 
   constructor(
     private readonly adapter: ProviderAdapter,
@@ -135,6 +137,20 @@ export class RequestFacts {
     else this.share?.giveBack(this.copied + early);
   }
 
+  /**
+   * Throws the 503 of a body past SLUICE_MAX_BUFFERED_BODY_BYTES when the copy decoded for a fact
+   * read before the body was sent (`read`) did not fit in its share: the call must not go on to
+   * hold it while it is priced and sent. Asked once those facts are read, before anything is sent.
+   */
+  requireDecodedHeld(): void {
+    const unheld = this.decodedUnheld;
+    if (unheld === 0 || this.sent || !this.share) return;
+    // Asked again, counted as a refusal when it still does not fit (the 503 is answered).
+    if (!this.share.take(unheld)) throw bodyBudgetFull();
+    this.decodedUnheld = 0;
+    this.decodedEarly = unheld;
+  }
+
   /** The model the request named (its body's, or provider C's path's). */
   model(): string | null | Promise<string | null> {
     if (this.named !== null) return this.named.model;
@@ -167,11 +183,13 @@ export class RequestFacts {
     this.plain ??= decodeRequestBody(this.body, this.contentEncoding ?? "", this.maxBytes).then(
       (plain) => {
         // Decoded before the body was sent (a capped image generation's price, read from it first):
-        // held until it is, up to SLUICE_MAX_BODY_BYTES from a few KiB, so counted in the share
-        // as the decoded copy the stream usage option makes is.
+        // held until it is, up to SLUICE_MAX_BODY_BYTES from a few KiB, so taken into the share
+        // as the decoded copy the stream usage option makes is: one that does not fit is refused
+        // (`requireDecodedHeld`), not counted past the budget while the call goes on. Not counted
+        // as a refusal here: a failure row's read of a call refused before it was priced is none.
         if (!this.sent && this.share) {
-          this.share.hold(plain.length);
-          this.decodedEarly = plain.length;
+          if (this.share.takeIfRoom(plain.length)) this.decodedEarly = plain.length;
+          else this.decodedUnheld = plain.length;
         }
         return plain;
       },
