@@ -322,6 +322,18 @@ describe("public addresses", () => {
     "2001:1::4",
     "2001:5::1",
     "2001:1ff:ffff::1",
+    // Cloud metadata services (Oracle, Alibaba, AWS over IPv6), and the edges of the benchmarking,
+    // documentation and multicast ranges.
+    "192.0.0.192",
+    "100.100.100.200",
+    "fd00:ec2::254",
+    "198.19.255.255",
+    "192.0.2.1",
+    "198.51.100.1",
+    "203.0.113.255",
+    "239.255.255.250",
+    "fec0::1",
+    "2001:10::1",
     "not an ip",
     "",
   ])("refuses %s", (ip) => {
@@ -383,7 +395,9 @@ describe("SSRF-safe PDF fetch", () => {
         return;
       }
       if (request.url === "/to-forbidden")
-        return void response.writeHead(302, { location: `http://127.0.0.2:${forbiddenPort}/x.pdf` }).end();
+        // The forbidden server's own address: a redirect followed unchecked would reach it (on
+        // 127.0.0.2, where nothing listens, it failed to connect and was refused all the same).
+        return void response.writeHead(302, { location: `http://127.0.0.1:${forbiddenPort}/x.pdf` }).end();
       if (request.url === "/to-bad-port")
         return void response.writeHead(302, { location: "http://127.0.0.3:6667/doc.pdf" }).end();
       if (request.url === "/to-self") return void response.writeHead(302, { location: "/doc.pdf" }).end();
@@ -499,6 +513,18 @@ describe("SSRF-safe PDF fetch", () => {
     "https://[::ffff:0:127.0.0.1]/x.pdf",
     "https://[64:ff9b::7f00:1]/x.pdf",
     "https://[2002:7f00:1::]/x.pdf",
+    // Spellings the URL parser turns into a loopback address or name: a trailing dot, a
+    // percent-encoded or full-width host, IPv4-compatible IPv6, and `localhost` in other letters.
+    "https://127.0.0.1./x.pdf",
+    "https://127.0.0.1%2e/x.pdf",
+    "https://%31%32%37.0.0.1/x.pdf",
+    "https://１２７．０．０．１/x.pdf",
+    "https://[::127.0.0.1]/x.pdf",
+    "https://[::ffff:0.0.0.0]/x.pdf",
+    "https://0/x.pdf",
+    "https://LOCALHOST./x.pdf",
+    "https://ｌｏｃａｌｈｏｓｔ/x.pdf",
+    "https://a.b.localhost/x.pdf",
   ])("refuses %s with no connection", async (target) => {
     const before = forbiddenConnections;
     const url = new URL(
@@ -518,12 +544,16 @@ describe("SSRF-safe PDF fetch", () => {
         new URL(`https://evil.example:${forbiddenPort}/x.pdf`),
       ),
     );
-    await expectRefused(
+    // The allowed address first, where the connection would go: with a public one first (outside
+    // the machine) a fetcher that checked only it failed to connect and was refused all the same.
+    allowedRequests.length = 0;
+    await expect(
       fetcher(async () => [
-        { address: "93.184.216.34", family: 4 },
+        { address: "127.0.0.3", family: 4 },
         { address: "10.0.0.7", family: 4 },
-      ])(new URL(`https://mixed.example:${forbiddenPort}/x.pdf`)),
-    );
+      ])(new URL(`http://mixed.example:${allowedPort}/doc.pdf`)),
+    ).rejects.toThrow(/^the PDF URL's host has no public address$/);
+    expect(allowedRequests).toEqual([]);
     expect(forbiddenConnections).toBe(before);
   });
 
@@ -577,7 +607,9 @@ describe("SSRF-safe PDF fetch", () => {
 
   it("refuses a redirect to a private address without connecting to it", async () => {
     const before = forbiddenConnections;
-    await expectRefused(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/to-forbidden`)));
+    await expect(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/to-forbidden`))).rejects.toThrow(
+      /^the PDF URL's host has no public address$/,
+    );
     expect(forbiddenConnections).toBe(before);
   });
 
@@ -760,6 +792,33 @@ describe("SSRF-safe PDF fetch", () => {
       "BAD_REQUEST: the PDF URL redirected more than 3 times",
     );
     expect(allowedRequests).toEqual(["/hops/4", "/hops/3", "/hops/2", "/hops/1"]);
+  });
+
+  // The forms a Location may take that the URL parser reads as another host (backslashes, no
+  // scheme, an IPv4-mapped or numeric address, a fully qualified `localhost`): each is checked as
+  // a first URL would be, and the loopback server is never reached.
+  it.each([
+    "\\\\127.0.0.1:PORT/x.pdf",
+    "/\\127.0.0.1:PORT/x.pdf",
+    "//127.0.0.1:PORT/x.pdf",
+    "http:\\\\127.0.0.1:PORT/x.pdf",
+    "http://[::ffff:7f00:1]:PORT/x.pdf",
+    "http://2130706433:PORT/x.pdf",
+    "http://0:PORT/x.pdf",
+    "http://localhost.:PORT/x.pdf",
+  ])("refuses a redirect to %s without connecting to it", async (location) => {
+    allowedRequests.length = 0;
+    const before = forbiddenConnections;
+    const to = `/to?${encodeURIComponent(location.replace("PORT", String(forbiddenPort)))}`;
+    const error = await fetcher()(new URL(`http://127.0.0.3:${allowedPort}${to}`)).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(error instanceof GatewayError ? `${error.code}: ${error.message}` : error).toBe(
+      "BAD_REQUEST: the PDF URL's host has no public address",
+    );
+    expect(allowedRequests).toEqual([to]);
+    expect(forbiddenConnections).toBe(before);
   });
 
   it.each([

@@ -1066,11 +1066,13 @@ describe("structured analysis", () => {
       `https://[::ffff:127.0.0.1]:${port}/doc.pdf`,
       "https://169.254.169.254/latest/meta-data",
     ]) {
-      await expectError(
+      // Refused for its address: nothing listens there, so a connection tried would fail with 400 too.
+      const error = await expectError(
         await post(`/v1/pdf/${project.projectId}`, project, { pdf: target }),
         400,
         "BAD_REQUEST",
       );
+      expect(error.message).toBe("the PDF URL's host has no public address");
     }
     expect(pdfServerConnections).toBe(before);
   });
