@@ -1,4 +1,5 @@
-import { type FileHandle, mkdir, open, unlink } from "node:fs/promises";
+import { constants } from "node:fs";
+import { type FileHandle, mkdir, open, realpath, unlink } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { pipeline, type Readable, Transform } from "node:stream";
 import type { UrlSigner } from "./signed-url.js";
@@ -18,6 +19,16 @@ export interface VaultFile {
   /** Closes the file unread (an answer without a body: HEAD, 304). */
   close(): Promise<void>;
 }
+
+/**
+ * How a vault file is opened to be served. `O_NOFOLLOW`: a symbolic link in the file's place (Sluice
+ * never makes one) is refused (ELOOP), never followed: a link to the data dir's database or master
+ * key, made by whoever can write to the vault directory alone, would otherwise be served at the
+ * file's signed URL. `O_NONBLOCK`: a FIFO there opens at once, to be refused as no file, rather than
+ * hold a thread of libuv's pool (4, shared with every file and DNS call) until a writer comes; it
+ * changes nothing for a regular file. Neither exists on Windows (0: not asked for).
+ */
+const readFlags = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
 
 /** The vault in a local directory, served by the gateway itself through signed URLs. */
 export function createLocalVault(options: {
@@ -62,19 +73,29 @@ export function createLocalVault(options: {
     /**
      * The file, opened, or null when there is no such file (ENOENT; ENOTDIR: a part of its path is a
      * file). Any other error (EACCES, EISDIR, EIO, EMFILE…) rejects: the vault cannot be read, which
-     * is no answer that the file does not exist.
+     * is no answer that the file does not exist. So does a symbolic link in the file's place or on
+     * the way to it (ELOOP), and anything that is not a file (a directory, a FIFO): never followed,
+     * never waited on.
      */
     async open(path) {
       if (!isSafeVaultPath(path)) return null;
+      const file = fileOf(path);
       let handle: FileHandle;
       try {
-        handle = await open(fileOf(path), "r");
+        handle = await open(file, readFlags);
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
         if (code === "ENOENT" || code === "ENOTDIR") return null;
         throw error;
       }
       try {
+        // A link on the way to it (a day or team directory): its real path is not its path inside
+        // the vault directory's real one (which may be a link itself: a data dir on another disk).
+        const [realRoot, realFile] = await Promise.all([realpath(root), realpath(file)]);
+        if (realFile !== join(realRoot, path))
+          throw Object.assign(new Error(`ELOOP: a symbolic link on the vault path, open '${path}'`), {
+            code: "ELOOP",
+          });
         const stat = await handle.stat();
         // A directory opens, but reads as EISDIR: refused as such before any answer begins.
         if (!stat.isFile()) {
