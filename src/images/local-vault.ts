@@ -46,11 +46,26 @@ export function createLocalVault(options: {
     if (!file.startsWith(root + sep)) throw new Error("unsafe vault path");
     return file;
   };
+  /**
+   * Rejects (ELOOP) when `absolute` (the vault's `path` under its directory) is reached through a
+   * symbolic link (a team, project or day directory): its real path is not `path` inside the vault
+   * directory's real one, which may be a link itself (a data dir on another disk). A directory swapped
+   * for a link between this check and the open (a race won against one request) is not seen; a link
+   * in the file's own place always is (O_NOFOLLOW, `wx`).
+   */
+  const refuseLinks = async (absolute: string, path: string): Promise<void> => {
+    const [realRoot, real] = await Promise.all([realpath(root), realpath(absolute)]);
+    if (real !== join(realRoot, path))
+      throw Object.assign(new Error(`ELOOP: a symbolic link on the vault path '${path}'`), { code: "ELOOP" });
+  };
   return {
     async put(path, bytes, _mediaType, signal) {
       const file = fileOf(path);
       // Owner-only, as the rest of the data dir: the images are served through signed URLs only.
       await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+      // A link on the way (a team or day directory made one by another): no file is written
+      // through it, outside the vault. The file itself is no link: `wx` creates it or fails.
+      await refuseLinks(dirname(file), dirname(path));
       // `wx`: a file already there (EEXIST) is another's and stays. Once this one is created, any
       // failure (a full disk, the deadline's signal) removes it: a partial image would keep the
       // disk full and could never be served, as its URL was never answered.
@@ -89,13 +104,7 @@ export function createLocalVault(options: {
         throw error;
       }
       try {
-        // A link on the way to it (a day or team directory): its real path is not its path inside
-        // the vault directory's real one (which may be a link itself: a data dir on another disk).
-        const [realRoot, realFile] = await Promise.all([realpath(root), realpath(file)]);
-        if (realFile !== join(realRoot, path))
-          throw Object.assign(new Error(`ELOOP: a symbolic link on the vault path, open '${path}'`), {
-            code: "ELOOP",
-          });
+        await refuseLinks(file, path);
         const stat = await handle.stat();
         // A directory opens, but reads as EISDIR: refused as such before any answer begins.
         if (!stat.isFile()) {

@@ -7,6 +7,7 @@ import {
   mkdirSync,
   mkdtempSync,
   openSync,
+  readdirSync,
   readFileSync,
   rmSync,
   symlinkSync,
@@ -322,6 +323,30 @@ describe("local vault", () => {
         "t/generated-images/p/2026/02/02/a.png",
       ])
         await expect(vault.open(path), path).rejects.toMatchObject({ code: "ELOOP" });
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it("writes no file through a symbolic link on its path: not outside the vault directory", async () => {
+    const outside = mkdtempSync(join(tmpdir(), "sluice-outside-"));
+    try {
+      const vault = createLocalVault({
+        directory,
+        publicUrl: () => "http://x",
+        signer: createUrlSigner(randomBytes(32)),
+      });
+      mkdirSync(join(directory, "t/generated-images/p/2026/04"), { recursive: true });
+      symlinkSync(outside, join(directory, "t/generated-images/p/2026/04/01"));
+      symlinkSync(outside, join(directory, "linked-team"));
+      for (const path of ["t/generated-images/p/2026/04/01/a.png", "linked-team/generated-images/p/a.png"])
+        await expect(vault.put(path, randomBytes(8), "image/png"), path).rejects.toMatchObject({
+          code: "ELOOP",
+        });
+      // The directories of the path may be made there (mkdir follows the link), never the image.
+      expect(
+        readdirSync(outside, { recursive: true }).filter((name) => String(name).endsWith(".png")),
+      ).toEqual([]);
     } finally {
       rmSync(outside, { recursive: true, force: true });
     }
