@@ -139,8 +139,14 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     injected.logger ??
     createStdoutLogger(config.logLevel, metrics.countLogLinesDropped, disabledNodeWarnings());
   // The secrets set as settings have no form the log's redaction knows: it is given them, so that
-  // one pasted into a path or a query (an admin token of a project id's length) is in no line.
-  redactConfiguredSecrets(logger, [config.adminToken, config.masterKey, config.masterKeyPrevious]);
+  // one pasted into a path or a query (an admin token of a project id's length) is in no line. The
+  // S3 vault's secret access key (40 characters of base64) signs every URL the vault hands out.
+  redactConfiguredSecrets(logger, [
+    config.adminToken,
+    config.masterKey,
+    config.masterKeyPrevious,
+    config.vaultS3SecretAccessKey,
+  ]);
   // Every log that coalesces repeated lines in windows joins this: the close writes their open counts.
   const suppressionWindows = createSuppressionWindowsRegistry();
   // The AI SDK prints its warnings (an unsupported setting, a compatibility mode) with console.warn,

@@ -1,4 +1,5 @@
-import { type FileHandle, mkdir, open, unlink } from "node:fs/promises";
+import { constants } from "node:fs";
+import { type FileHandle, mkdir, open, realpath, unlink } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { pipeline, type Readable, Transform } from "node:stream";
 import type { UrlSigner } from "./signed-url.js";
@@ -19,6 +20,16 @@ export interface VaultFile {
   close(): Promise<void>;
 }
 
+/**
+ * How a vault file is opened to be served. `O_NOFOLLOW`: a symbolic link in the file's place (Sluice
+ * never makes one) is refused (ELOOP), never followed: a link to the data dir's database or master
+ * key, made by whoever can write to the vault directory alone, would otherwise be served at the
+ * file's signed URL. `O_NONBLOCK`: a FIFO there opens at once, to be refused as no file, rather than
+ * hold a thread of libuv's pool (4, shared with every file and DNS call) until a writer comes; it
+ * changes nothing for a regular file. Neither exists on Windows (0: not asked for).
+ */
+const readFlags = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
+
 /** The vault in a local directory, served by the gateway itself through signed URLs. */
 export function createLocalVault(options: {
   directory: string;
@@ -35,11 +46,26 @@ export function createLocalVault(options: {
     if (!file.startsWith(root + sep)) throw new Error("unsafe vault path");
     return file;
   };
+  /**
+   * Rejects (ELOOP) when `absolute` (the vault's `path` under its directory) is reached through a
+   * symbolic link (a team, project or day directory): its real path is not `path` inside the vault
+   * directory's real one, which may be a link itself (a data dir on another disk). A directory swapped
+   * for a link between this check and the open (a race won against one request) is not seen; a link
+   * in the file's own place always is (O_NOFOLLOW, `wx`).
+   */
+  const refuseLinks = async (absolute: string, path: string): Promise<void> => {
+    const [realRoot, real] = await Promise.all([realpath(root), realpath(absolute)]);
+    if (real !== join(realRoot, path))
+      throw Object.assign(new Error(`ELOOP: a symbolic link on the vault path '${path}'`), { code: "ELOOP" });
+  };
   return {
     async put(path, bytes, _mediaType, signal) {
       const file = fileOf(path);
       // Owner-only, as the rest of the data dir: the images are served through signed URLs only.
       await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+      // A link on the way (a team or day directory made one by another): no file is written
+      // through it, outside the vault. The file itself is no link: `wx` creates it or fails.
+      await refuseLinks(dirname(file), dirname(path));
       // `wx`: a file already there (EEXIST) is another's and stays. Once this one is created, any
       // failure (a full disk, the deadline's signal) removes it: a partial image would keep the
       // disk full and could never be served, as its URL was never answered.
@@ -62,19 +88,23 @@ export function createLocalVault(options: {
     /**
      * The file, opened, or null when there is no such file (ENOENT; ENOTDIR: a part of its path is a
      * file). Any other error (EACCES, EISDIR, EIO, EMFILE…) rejects: the vault cannot be read, which
-     * is no answer that the file does not exist.
+     * is no answer that the file does not exist. So does a symbolic link in the file's place or on
+     * the way to it (ELOOP), and anything that is not a file (a directory, a FIFO): never followed,
+     * never waited on.
      */
     async open(path) {
       if (!isSafeVaultPath(path)) return null;
+      const file = fileOf(path);
       let handle: FileHandle;
       try {
-        handle = await open(fileOf(path), "r");
+        handle = await open(file, readFlags);
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
         if (code === "ENOENT" || code === "ENOTDIR") return null;
         throw error;
       }
       try {
+        await refuseLinks(file, path);
         const stat = await handle.stat();
         // A directory opens, but reads as EISDIR: refused as such before any answer begins.
         if (!stat.isFile()) {

@@ -1,8 +1,21 @@
 import { execFile } from "node:child_process";
 import { createHmac, randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
@@ -277,6 +290,88 @@ describe("local vault", () => {
     await expect(vault.open("t/generated-images/p/2026/01/01/dir.png")).rejects.toMatchObject({
       code: "EISDIR",
     });
+  });
+
+  // Sluice never makes a link in the vault: one there (a shared volume, a restore, another process
+  // with write access to the vault alone) must not make a signed URL serve the data dir's database
+  // or master key, the vault directory itself a link (a data dir on another disk) excepted.
+  it("refuses a symbolic link in place of a file or of a directory on its path, never serving its target", async () => {
+    const outside = mkdtempSync(join(tmpdir(), "sluice-outside-"));
+    try {
+      writeFileSync(join(outside, "master.key"), "the master key");
+      mkdirSync(join(outside, "01"));
+      writeFileSync(join(outside, "01", "a.png"), "the master key");
+      const linkedRoot = join(outside, "vault-link");
+      symlinkSync(directory, linkedRoot);
+      const vault = createLocalVault({
+        directory: linkedRoot,
+        publicUrl: () => "http://x",
+        signer: createUrlSigner(randomBytes(32)),
+      });
+      const bytes = randomBytes(8);
+      await vault.put("t/generated-images/p/2026/02/01/a.png", bytes, "image/png");
+      // Reached through the vault directory's own link: served.
+      expect((await readBack(vault, "t/generated-images/p/2026/02/01/a.png"))?.equals(bytes)).toBe(true);
+      // A link in the file's place, dangling or not, and a day directory that is a link.
+      const day = join(directory, "t/generated-images/p/2026/02");
+      symlinkSync(join(outside, "master.key"), join(day, "01", "key.png"));
+      symlinkSync(join(outside, "gone"), join(day, "01", "dangling.png"));
+      symlinkSync(join(outside, "01"), join(day, "02"));
+      for (const path of [
+        "t/generated-images/p/2026/02/01/key.png",
+        "t/generated-images/p/2026/02/01/dangling.png",
+        "t/generated-images/p/2026/02/02/a.png",
+      ])
+        await expect(vault.open(path), path).rejects.toMatchObject({ code: "ELOOP" });
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it("writes no file through a symbolic link on its path: not outside the vault directory", async () => {
+    const outside = mkdtempSync(join(tmpdir(), "sluice-outside-"));
+    try {
+      const vault = createLocalVault({
+        directory,
+        publicUrl: () => "http://x",
+        signer: createUrlSigner(randomBytes(32)),
+      });
+      mkdirSync(join(directory, "t/generated-images/p/2026/04"), { recursive: true });
+      symlinkSync(outside, join(directory, "t/generated-images/p/2026/04/01"));
+      symlinkSync(outside, join(directory, "linked-team"));
+      for (const path of ["t/generated-images/p/2026/04/01/a.png", "linked-team/generated-images/p/a.png"])
+        await expect(vault.put(path, randomBytes(8), "image/png"), path).rejects.toMatchObject({
+          code: "ELOOP",
+        });
+      // The directories of the path may be made there (mkdir follows the link), never the image.
+      expect(
+        readdirSync(outside, { recursive: true }).filter((name) => String(name).endsWith(".png")),
+      ).toEqual([]);
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses a FIFO in place of a file at once, rather than wait for a writer", async () => {
+    const vault = createLocalVault({
+      directory,
+      publicUrl: () => "http://x",
+      signer: createUrlSigner(randomBytes(32)),
+    });
+    const path = "t/generated-images/p/2026/03/01/fifo.png";
+    mkdirSync(join(directory, "t/generated-images/p/2026/03/01"), { recursive: true });
+    await promisify(execFile)("mkfifo", [join(directory, path)]);
+    const opened = vault.open(path).then(
+      () => "opened",
+      (error: NodeJS.ErrnoException) => error.code,
+    );
+    const outcome = await Promise.race([opened, sleep(2000).then(() => "waiting")]);
+    if (outcome === "waiting") {
+      // Frees the pool thread the open holds: a writer comes, and goes.
+      closeSync(openSync(join(directory, path), constants.O_WRONLY | constants.O_NONBLOCK));
+      await opened;
+    }
+    expect(outcome).toBe("EINVAL");
   });
 
   it("leaves no partial file when the disk fills during a write", {

@@ -1,4 +1,12 @@
-import { readdirSync, readlinkSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import {
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from "node:fs";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -276,6 +284,26 @@ describe("the local vault's signed URLs", () => {
       `${pathname}${search}&download=1`,
     ])
       expect(await statusOf(target), target).toBe(200);
+  });
+
+  // Sluice never makes a link in the vault; one made there by whoever can write to it must not turn
+  // a signed URL into a read of the data dir's database (or master key).
+  it("never serves the target of a symbolic link in a vault file's place: 503, logged as ELOOP", async () => {
+    const { url, file } = await stored();
+    rmSync(file);
+    symlinkSync(join(sluice.gateway.config.dataDir, "sluice.sqlite"), file);
+    const from = sluice.logs.length;
+    for (const method of ["GET", "HEAD"]) {
+      const answer = await fetch(url, { method });
+      expect(answer.status, method).toBe(503);
+      expect(answer.headers.get("content-type"), method).toMatch(/^application\/json/);
+      expect(answer.headers.get("etag"), method).toBeNull();
+      expect(await answer.text(), method).not.toContain("SQLite");
+    }
+    // Once per code and window (the HEAD's is counted into it).
+    const failures = logLinesOf(sluice, from).filter((line) => line.msg === "vault call failed");
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toMatchObject({ level: "warn", dependency: "vault", code: "ELOOP", status: 503 });
   });
 
   it("answers GET and HEAD only (405 with Allow otherwise)", async () => {
