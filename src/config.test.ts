@@ -215,6 +215,45 @@ describe("loadConfig", () => {
     ]);
   });
 
+  // Nothing checks them at start: a secret read from a file with its newline, or a bucket name
+  // copied with a space, passed and then failed every /v1/image call (S3 refuses the signature,
+  // or knows no such bucket), answered 503.
+  it("refuses an S3 secret key or bucket with a space or line break that S3 would refuse every call for, never naming the key", () => {
+    const secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    const s3 = {
+      SLUICE_VAULT_S3_ENDPOINT: "https://s3.eu-west-3.amazonaws.com",
+      SLUICE_VAULT_S3_BUCKET: "vault",
+      SLUICE_VAULT_S3_ACCESS_KEY_ID: "AKIAIOSFODNN7EXAMPLE",
+      SLUICE_VAULT_S3_SECRET_ACCESS_KEY: secret,
+    };
+    for (const wrong of [
+      `${secret}\n`,
+      `${secret}\r\n`,
+      ` ${secret}`,
+      `${secret} `,
+      "wJalr\nXUtn",
+      "wJalr\u0000XUtn",
+    ]) {
+      const problems = problemsOf({ ...s3, SLUICE_VAULT_S3_SECRET_ACCESS_KEY: wrong });
+      expect(problems, JSON.stringify(wrong)).toContain(
+        "SLUICE_VAULT_S3_SECRET_ACCESS_KEY: must have no space at either end and no line break or control character (a file's trailing newline?): S3 would refuse every call signed with it",
+      );
+      expect(problems).not.toContain("wJalr");
+    }
+    for (const wrong of ["vault\n", " vault", "vault ", "my vault", "vault/images"]) {
+      expect(problemsOf({ ...s3, SLUICE_VAULT_S3_BUCKET: wrong }), JSON.stringify(wrong)).toContain(
+        "SLUICE_VAULT_S3_BUCKET: must be a bucket name, without a `/`, space or control character",
+      );
+    }
+    // A space inside a secret (an S3-compatible store may take one) is kept as given.
+    const config = loadConfig({
+      ...s3,
+      SLUICE_VAULT_S3_SECRET_ACCESS_KEY: "min io secret",
+      SLUICE_VAULT_S3_BUCKET: "my.vault-1",
+    });
+    expect([config.vaultS3SecretAccessKey, config.vaultS3Bucket]).toEqual(["min io secret", "my.vault-1"]);
+  });
+
   // DESIGN.md's configuration table and its provider base URLs (which include the API version): a
   // default that drifts from them sends production traffic to the wrong host or path.
   it("defaults every setting DESIGN.md names to its value there", () => {

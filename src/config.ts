@@ -628,14 +628,32 @@ export const settings = {
     undefined,
     "S3-compatible endpoint, without user info, query or fragment (set: vault in S3)",
   ),
-  vaultS3Bucket: setting("SLUICE_VAULT_S3_BUCKET", nonEmpty, undefined, "S3 bucket of the vault"),
+  vaultS3Bucket: setting(
+    "SLUICE_VAULT_S3_BUCKET",
+    // It becomes a segment of every object's path (or its host): a `/` or a space (a copied name's
+    // newline) is in no bucket's name, and every /v1/image call would have failed on it with a 503.
+    text(
+      atLeast(1),
+      matching(/^[^\s/\p{Cc}]+$/u, "must be a bucket name, without a `/`, space or control character"),
+    ),
+    undefined,
+    "S3 bucket of the vault, without a `/`, space or control character",
+  ),
   vaultS3Region: setting("SLUICE_VAULT_S3_REGION", headerValue, "us-east-1", "S3 region"),
   vaultS3AccessKeyId: setting("SLUICE_VAULT_S3_ACCESS_KEY_ID", headerValue, undefined, "S3 access key id"),
   vaultS3SecretAccessKey: setting(
     "SLUICE_VAULT_S3_SECRET_ACCESS_KEY",
-    nonEmpty,
+    // Nothing checks it at start: one read from a file with its newline (a Kubernetes secret, say)
+    // signed every /v1/image call with the newline, which S3 refused (503). Never shown.
+    text(
+      atLeast(1),
+      matching(
+        /^(?!\s)[^\p{Cc}]*(?<!\s)$/u,
+        "must have no space at either end and no line break or control character (a file's trailing newline?): S3 would refuse every call signed with it",
+      ),
+    ),
     undefined,
-    "S3 secret access key",
+    "S3 secret access key, without a space at either end or a line break",
   ),
   logLevel: setting(
     "LOG_LEVEL",
