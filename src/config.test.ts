@@ -215,6 +215,17 @@ describe("loadConfig", () => {
     ]);
   });
 
+  // A path with a space at an end (an env file's trailing blank) is another directory: the start
+  // created it and served an empty database there, generating a new master key outside production.
+  it("refuses a SLUICE_DATA_DIR with a space or line break at either end, which would start on a new, empty data dir", () => {
+    for (const wrong of ["./data ", " ./data", "/var/lib/sluice\n", "/var/lib/sluice\t", " "]) {
+      expect(problemsOf({ SLUICE_DATA_DIR: wrong }), JSON.stringify(wrong)).toContain(
+        "SLUICE_DATA_DIR: must have no space, tab or line break at either end, which would make it another directory",
+      );
+    }
+    expect(loadConfig({ SLUICE_DATA_DIR: "/srv/my data" }).dataDir).toBe("/srv/my data");
+  });
+
   // Nothing checks them at start: a secret read from a file with its newline, or a bucket name
   // copied with a space, passed and then failed every /v1/image call (S3 refuses the signature,
   // or knows no such bucket), answered 503.

@@ -287,9 +287,17 @@ export const settings = {
   ),
   dataDir: setting(
     "SLUICE_DATA_DIR",
-    nonEmpty,
+    // A space at an end (an env file's trailing blank) names another directory, which the start
+    // created and served an empty database from, generating a new master key outside production.
+    text(
+      atLeast(1),
+      matching(
+        /^(?!\s)[\s\S]*(?<!\s)$/,
+        "must have no space, tab or line break at either end, which would make it another directory",
+      ),
+    ),
     "./data",
-    "embedded database, generated master key, local vault",
+    "embedded database, generated master key, local vault; no space at either end",
   ),
   databaseUrl: setting(
     "DATABASE_URL",
