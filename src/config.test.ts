@@ -215,6 +215,24 @@ describe("loadConfig", () => {
     ]);
   });
 
+  // getaddrinfo refused them at listen, as "ENOTFOUND 127.0.0.1 ", which reads as if the address
+  // itself could not be found.
+  it("refuses a HOST or SLUICE_METRICS_HOST with a space, tab or line break, naming the rule", () => {
+    for (const name of ["HOST", "SLUICE_METRICS_HOST"]) {
+      for (const wrong of ["127.0.0.1 ", " 0.0.0.0", "localhost\n", "::1\t", "127.0.0.1, ::1"]) {
+        expect(
+          problemsOf({ SLUICE_METRICS_PORT: "9100", [name]: wrong }),
+          `${name}=${JSON.stringify(wrong)}`,
+        ).toContain(
+          `${name}: must be one host name or IP address, without a space, tab or line break, such as 127.0.0.1 or 0.0.0.0`,
+        );
+      }
+      expect(loadConfig({ SLUICE_METRICS_PORT: "9100", [name]: "::" })).toMatchObject({
+        [name === "HOST" ? "host" : "metricsHost"]: "::",
+      });
+    }
+  });
+
   // A path with a space at an end (an env file's trailing blank) is another directory: the start
   // created it and served an empty database there, generating a new master key outside production.
   it("refuses a SLUICE_DATA_DIR with a space or line break at either end, which would start on a new, empty data dir", () => {

@@ -63,6 +63,17 @@ const text =
     return value;
   };
 const nonEmpty = text(atLeast(1));
+/**
+ * An address to listen on: no host name or IP address holds a space, which getaddrinfo refused at
+ * listen as `ENOTFOUND 127.0.0.1 `, as if the address itself could not be found.
+ */
+const listenHost = text(
+  atLeast(1),
+  matching(
+    /^[^\s\p{Cc}]+$/u,
+    "must be one host name or IP address, without a space, tab or line break, such as 127.0.0.1 or 0.0.0.0",
+  ),
+);
 
 const oneOf =
   <const V extends string>(...words: V[]): Parser<V> =>
@@ -278,7 +289,7 @@ export const vaultUrlTtlMaxSeconds = 315_360_000;
 
 export const settings = {
   port: setting("PORT", integer(0, 65535), "8787", "TCP port the gateway listens on"),
-  host: setting("HOST", nonEmpty, "127.0.0.1", "address the gateway binds to"),
+  host: setting("HOST", listenHost, "127.0.0.1", "address the gateway binds to"),
   environment: setting(
     "SLUICE_ENV",
     oneOf("development", "production", "test"),
@@ -692,7 +703,7 @@ export const settings = {
   ),
   metricsHost: setting(
     "SLUICE_METRICS_HOST",
-    nonEmpty,
+    listenHost,
     "127.0.0.1",
     "address the SLUICE_METRICS_PORT listener binds to: loopback whatever HOST is, so metrics reach no other machine unless this says so (`0.0.0.0` for a scraper in another container or host)",
   ),
