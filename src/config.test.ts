@@ -215,6 +215,32 @@ describe("loadConfig", () => {
     ]);
   });
 
+  // Apple's documentation gives the endpoint whole (`…/v1/validate_device_token`): taken as the
+  // host, every validation went to `…/v1/validate_device_token/v1/validate_device_token`, a 404.
+  it("refuses a DeviceCheck URL that holds the path Sluice appends, naming the host to give", () => {
+    for (const [name, host] of [
+      ["SLUICE_DEVICECHECK_PRODUCTION_URL", "https://api.devicecheck.apple.com"],
+      ["SLUICE_DEVICECHECK_DEVELOPMENT_URL", "https://api.development.devicecheck.apple.com"],
+    ] as const) {
+      for (const wrong of [
+        `${host}/v1/validate_device_token`,
+        `${host}/v1/validate_device_token/`,
+        `${host}/v1`,
+        `${host}/v1/`,
+      ]) {
+        expect(problemsOf({ [name]: wrong }), wrong).toContain(
+          `${name}: must not end with /v1 or /v1/validate_device_token, which Sluice appends to it: give the host alone (such as ${host})`,
+        );
+      }
+      // A path before it (a proxy's prefix) is kept.
+      expect(loadConfig({ [name]: "http://127.0.0.1:8080/apple" })).toMatchObject({
+        [name === "SLUICE_DEVICECHECK_PRODUCTION_URL"
+          ? "deviceCheckProductionUrl"
+          : "deviceCheckDevelopmentUrl"]: "http://127.0.0.1:8080/apple",
+      });
+    }
+  });
+
   // getaddrinfo refused them at listen, as "ENOTFOUND 127.0.0.1 ", which reads as if the address
   // itself could not be found.
   it("refuses a HOST or SLUICE_METRICS_HOST with a space, tab or line break, naming the rule", () => {

@@ -228,6 +228,23 @@ const upstreamBaseUrl = (example: string) =>
  */
 const serviceUrl = (example: string) =>
   bareBaseUrl("calls append their path to it, and credentials go in the settings made for them", example);
+/**
+ * Apple's DeviceCheck host: Apple's documentation gives the endpoint whole
+ * (`https://api.devicecheck.apple.com/v1/validate_device_token`), and taken as the host it sent
+ * every validation to `…/v1/validate_device_token/v1/validate_device_token`, a 404 (503 to every
+ * device-token call). A path before it (a proxy's prefix) is kept.
+ */
+const deviceCheckUrl = (example: string): Parser<string> => {
+  const base = serviceUrl(example);
+  return (value, problems) => {
+    const given = base(value, problems);
+    if (URL.canParse(given) && /\/v1(?:\/validate_device_token)?\/*$/.test(new URL(given).pathname))
+      problems.push(
+        `must not end with /v1 or /v1/validate_device_token, which Sluice appends to it: give the host alone (such as ${example})`,
+      );
+    return given;
+  };
+};
 /** Whether every one of `parts` decodes as percent-encoding (`decodeURIComponent` does not throw). */
 function isPercentEncoded(...parts: string[]): boolean {
   try {
@@ -469,15 +486,15 @@ export const settings = {
   ),
   deviceCheckProductionUrl: setting(
     "SLUICE_DEVICECHECK_PRODUCTION_URL",
-    serviceUrl("https://api.devicecheck.apple.com"),
+    deviceCheckUrl("https://api.devicecheck.apple.com"),
     "https://api.devicecheck.apple.com",
-    "Apple DeviceCheck production host, without user info, query or fragment",
+    "Apple DeviceCheck production host, without user info, query or fragment, nor the `/v1/validate_device_token` Sluice appends",
   ),
   deviceCheckDevelopmentUrl: setting(
     "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
-    serviceUrl("https://api.development.devicecheck.apple.com"),
+    deviceCheckUrl("https://api.development.devicecheck.apple.com"),
     "https://api.development.devicecheck.apple.com",
-    "Apple DeviceCheck development host, without user info, query or fragment",
+    "Apple DeviceCheck development host, without user info, query or fragment, nor the `/v1/validate_device_token` Sluice appends",
   ),
   deviceCheckTimeoutMs: setting(
     "SLUICE_DEVICECHECK_TIMEOUT_MS",
