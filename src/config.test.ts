@@ -259,6 +259,46 @@ describe("loadConfig", () => {
     }
   });
 
+  // SigV4 signs for the region: AWS refuses a request signed for another one than its endpoint's
+  // (AuthorizationHeaderMalformed), so with the default us-east-1 beside an eu-west-3 endpoint
+  // every /v1/image call was answered 503.
+  it("refuses an AWS S3 endpoint of one region with SLUICE_VAULT_S3_REGION, or its default, another", () => {
+    const s3 = {
+      SLUICE_VAULT_S3_BUCKET: "vault",
+      SLUICE_VAULT_S3_ACCESS_KEY_ID: "AKIAIOSFODNN7EXAMPLE",
+      SLUICE_VAULT_S3_SECRET_ACCESS_KEY: "secret",
+    };
+    expect(problemsOf({ ...s3, SLUICE_VAULT_S3_ENDPOINT: "https://s3.eu-west-3.amazonaws.com" })).toContain(
+      "SLUICE_VAULT_S3_REGION: is us-east-1 (its default), but SLUICE_VAULT_S3_ENDPOINT is AWS's endpoint in eu-west-3, which refuses every request signed for another region: set SLUICE_VAULT_S3_REGION=eu-west-3",
+    );
+    for (const endpoint of [
+      "https://s3-eu-west-3.amazonaws.com",
+      "https://s3.dualstack.eu-west-3.amazonaws.com",
+      "https://vault.s3.eu-west-3.amazonaws.com",
+      "https://S3.EU-WEST-3.amazonaws.com/",
+    ]) {
+      expect(
+        problemsOf({ ...s3, SLUICE_VAULT_S3_ENDPOINT: endpoint, SLUICE_VAULT_S3_REGION: "eu-west-1" }),
+        endpoint,
+      ).toContain(
+        "SLUICE_VAULT_S3_REGION: is eu-west-1, but SLUICE_VAULT_S3_ENDPOINT is AWS's endpoint in eu-west-3, which refuses every request signed for another region: set SLUICE_VAULT_S3_REGION=eu-west-3",
+      );
+    }
+    for (const [endpoint, region] of [
+      ["https://s3.eu-west-3.amazonaws.com", "eu-west-3"],
+      ["https://s3.us-east-1.amazonaws.com", ""],
+      ["https://s3.amazonaws.com", ""],
+      ["https://s3.cn-north-1.amazonaws.com.cn", "cn-north-1"],
+      ["https://minio.internal:9000", "eu-west-3"],
+      ["https://account.r2.cloudflarestorage.com", "auto"],
+    ] as const) {
+      expect(
+        problemsOf({ ...s3, SLUICE_VAULT_S3_ENDPOINT: endpoint, SLUICE_VAULT_S3_REGION: region }),
+        endpoint,
+      ).toBe("");
+    }
+  });
+
   // A path with a space at an end (an env file's trailing blank) is another directory: the start
   // created it and served an empty database there, generating a new master key outside production.
   it("refuses a SLUICE_DATA_DIR with a space or line break at either end, which would start on a new, empty data dir", () => {
@@ -277,6 +317,7 @@ describe("loadConfig", () => {
     const secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
     const s3 = {
       SLUICE_VAULT_S3_ENDPOINT: "https://s3.eu-west-3.amazonaws.com",
+      SLUICE_VAULT_S3_REGION: "eu-west-3",
       SLUICE_VAULT_S3_BUCKET: "vault",
       SLUICE_VAULT_S3_ACCESS_KEY_ID: "AKIAIOSFODNN7EXAMPLE",
       SLUICE_VAULT_S3_SECRET_ACCESS_KEY: secret,

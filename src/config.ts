@@ -675,7 +675,12 @@ export const settings = {
     undefined,
     "S3 bucket of the vault, without a `/`, space or control character",
   ),
-  vaultS3Region: setting("SLUICE_VAULT_S3_REGION", headerValue, "us-east-1", "S3 region"),
+  vaultS3Region: setting(
+    "SLUICE_VAULT_S3_REGION",
+    headerValue,
+    "us-east-1",
+    "S3 region, the one an AWS endpoint's host names (`s3.eu-west-3.amazonaws.com`: `eu-west-3`)",
+  ),
   vaultS3AccessKeyId: setting("SLUICE_VAULT_S3_ACCESS_KEY_ID", headerValue, undefined, "S3 access key id"),
   vaultS3SecretAccessKey: setting(
     "SLUICE_VAULT_S3_SECRET_ACCESS_KEY",
@@ -751,6 +756,14 @@ export type Config = { [K in keyof Settings]: Settings[K] extends Setting<infer 
 export function allowsTestMode(config: Pick<Config, "environment">): boolean {
   return config.environment !== "production";
 }
+
+/**
+ * The region an AWS S3 endpoint's host names (`s3.eu-west-3.amazonaws.com`, `s3-eu-west-3…`,
+ * `s3.dualstack.eu-west-3…`, `bucket.s3.eu-west-3…`, `….amazonaws.com.cn`); the global
+ * `s3.amazonaws.com` names none.
+ */
+const awsS3EndpointRegion =
+  /(?:^|\.)s3(?:-fips)?(?:[.-]dualstack)?[.-]([a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?$/;
 
 /** The longest an S3 presigned URL may live (X-Amz-Expires), 7 days, as its signing key does. */
 export const s3PresignMaxSeconds = 604_800;
@@ -966,6 +979,18 @@ export function loadConfig(
   if (!config.vaultS3Endpoint && !env.SLUICE_VAULT_S3_ENDPOINT && s3WithoutEndpoint.length > 0) {
     problems.push(
       `${s3WithoutEndpoint.join(", ")}: set without SLUICE_VAULT_S3_ENDPOINT, which turns the S3 vault on (unset, generated images are stored in the local vault under SLUICE_DATA_DIR)`,
+    );
+  }
+  // SigV4 signs for the region, and AWS refuses a request signed for another than its endpoint's
+  // (AuthorizationHeaderMalformed): with the default us-east-1 beside an eu-west-3 endpoint, every
+  // /v1/image call was answered 503. Other stores' hosts name no region, and are not checked.
+  const awsRegion =
+    config.vaultS3Endpoint && URL.canParse(config.vaultS3Endpoint)
+      ? awsS3EndpointRegion.exec(new URL(config.vaultS3Endpoint).hostname)?.[1]
+      : undefined;
+  if (awsRegion !== undefined && config.vaultS3Region !== awsRegion) {
+    problems.push(
+      `SLUICE_VAULT_S3_REGION: is ${config.vaultS3Region}${env.SLUICE_VAULT_S3_REGION ? "" : " (its default)"}, but SLUICE_VAULT_S3_ENDPOINT is AWS's endpoint in ${awsRegion}, which refuses every request signed for another region: set SLUICE_VAULT_S3_REGION=${awsRegion}`,
     );
   }
   if (config.vaultS3Endpoint && config.vaultUrlTtlSeconds > s3PresignMaxSeconds) {
