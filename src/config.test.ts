@@ -215,6 +215,26 @@ describe("loadConfig", () => {
     ]);
   });
 
+  // The providers' documentation gives endpoints whole (`https://api.anthropic.com/v1/messages`):
+  // taken as the base, every call went to `…/v1/messages/messages`, a 404.
+  it.each([
+    ["SLUICE_PROVIDER_A_BASE_URL", "https://api.openai.com/v1", "/chat/completions"],
+    ["SLUICE_PROVIDER_A_BASE_URL", "https://api.openai.com/v1", "/responses/"],
+    ["SLUICE_PROVIDER_A_BASE_URL", "https://api.openai.com/v1", "/images/generations"],
+    ["SLUICE_PROVIDER_B_BASE_URL", "https://api.anthropic.com/v1", "/messages"],
+    ["SLUICE_PROVIDER_C_BASE_URL", "https://generativelanguage.googleapis.com/v1beta", "/models"],
+    [
+      "SLUICE_PROVIDER_C_BASE_URL",
+      "https://generativelanguage.googleapis.com/v1beta",
+      "/models/gemini-2.5-flash:generateContent",
+    ],
+  ])("refuses %s ending with an endpoint Sluice appends (%s%s)", (name, base, endpoint) => {
+    expect(problemsOf({ [name]: `${base}${endpoint}` })).toContain(
+      `${name}: must not end with an endpoint's path, which Sluice appends to it: give the base URL, such as ${base}`,
+    );
+    expect(problemsOf({ [name]: base })).toBe("");
+  });
+
   // Apple's documentation gives the endpoint whole (`…/v1/validate_device_token`): taken as the
   // host, every validation went to `…/v1/validate_device_token/v1/validate_device_token`, a 404.
   it("refuses a DeviceCheck URL that holds the path Sluice appends, naming the host to give", () => {

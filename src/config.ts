@@ -216,10 +216,24 @@ const baseUrl = bareBaseUrl(
 /**
  * A provider's base URL: its calls go to the URL's origin and path (provider-adapter.ts), so a query,
  * fragment or user info in it would be dropped without a word (an Azure-style `?api-version=`, a
- * password).
+ * password). Nor may it end with one of the provider's `endpoints`, which the calls append: the
+ * providers' documentation gives them whole (`https://api.anthropic.com/v1/messages`), and taken as
+ * the base every call went to `…/v1/messages/messages`, a 404.
  */
-const upstreamBaseUrl = (example: string) =>
-  bareBaseUrl("a provider's calls go to its origin and path only, and the rest would be dropped", example);
+const upstreamBaseUrl = (example: string, endpoints: RegExp): Parser<string> => {
+  const base = bareBaseUrl(
+    "a provider's calls go to its origin and path only, and the rest would be dropped",
+    example,
+  );
+  return (value, problems) => {
+    const given = base(value, problems);
+    if (URL.canParse(given) && endpoints.test(new URL(given).pathname.replace(/\/+$/, "")))
+      problems.push(
+        `must not end with an endpoint's path, which Sluice appends to it: give the base URL, such as ${example}`,
+      );
+    return given;
+  };
+};
 /**
  * Apple's DeviceCheck hosts and the S3 endpoint: Apple's path would go after a query (`?x=1/v1/…`,
  * every call asking for `/`); fetch refuses a URL that holds credentials, with an error that quotes
@@ -432,21 +446,24 @@ export const settings = {
   ),
   providerABaseUrl: setting(
     "SLUICE_PROVIDER_A_BASE_URL",
-    upstreamBaseUrl("https://api.openai.com/v1"),
+    upstreamBaseUrl(
+      "https://api.openai.com/v1",
+      /\/(?:chat\/completions|completions|responses|embeddings|images\/(?:generations|edits))$/,
+    ),
     "https://api.openai.com/v1",
-    "provider A upstream base URL",
+    "provider A upstream base URL, without an endpoint's path (`/chat/completions`), which Sluice appends",
   ),
   providerBBaseUrl: setting(
     "SLUICE_PROVIDER_B_BASE_URL",
-    upstreamBaseUrl("https://api.anthropic.com/v1"),
+    upstreamBaseUrl("https://api.anthropic.com/v1", /\/messages$/),
     "https://api.anthropic.com/v1",
-    "provider B upstream base URL",
+    "provider B upstream base URL, without an endpoint's path (`/messages`), which Sluice appends",
   ),
   providerCBaseUrl: setting(
     "SLUICE_PROVIDER_C_BASE_URL",
-    upstreamBaseUrl("https://generativelanguage.googleapis.com/v1beta"),
+    upstreamBaseUrl("https://generativelanguage.googleapis.com/v1beta", /\/models(?:\/[^/]*)?$/),
     "https://generativelanguage.googleapis.com/v1beta",
-    "provider C upstream base URL (its `/v1` and `/v1alpha` siblings serve `v1/...` and `v1alpha/...` paths)",
+    "provider C upstream base URL, without an endpoint's path (`/models/…`), which Sluice appends (its `/v1` and `/v1alpha` siblings serve `v1/...` and `v1alpha/...` paths)",
   ),
   providerAImageModel: setting(
     "SLUICE_PROVIDER_A_IMAGE_MODEL",
