@@ -215,6 +215,161 @@ describe("loadConfig", () => {
     ]);
   });
 
+  // The providers' documentation gives endpoints whole (`https://api.anthropic.com/v1/messages`):
+  // taken as the base, every call went to `…/v1/messages/messages`, a 404.
+  it.each([
+    ["SLUICE_PROVIDER_A_BASE_URL", "https://api.openai.com/v1", "/chat/completions"],
+    ["SLUICE_PROVIDER_A_BASE_URL", "https://api.openai.com/v1", "/responses/"],
+    ["SLUICE_PROVIDER_A_BASE_URL", "https://api.openai.com/v1", "/images/generations"],
+    ["SLUICE_PROVIDER_B_BASE_URL", "https://api.anthropic.com/v1", "/messages"],
+    ["SLUICE_PROVIDER_C_BASE_URL", "https://generativelanguage.googleapis.com/v1beta", "/models"],
+    [
+      "SLUICE_PROVIDER_C_BASE_URL",
+      "https://generativelanguage.googleapis.com/v1beta",
+      "/models/gemini-2.5-flash:generateContent",
+    ],
+  ])("refuses %s ending with an endpoint Sluice appends (%s%s)", (name, base, endpoint) => {
+    expect(problemsOf({ [name]: `${base}${endpoint}` })).toContain(
+      `${name}: must not end with an endpoint's path, which Sluice appends to it: give the base URL, such as ${base}`,
+    );
+    expect(problemsOf({ [name]: base })).toBe("");
+  });
+
+  // Apple's documentation gives the endpoint whole (`…/v1/validate_device_token`): taken as the
+  // host, every validation went to `…/v1/validate_device_token/v1/validate_device_token`, a 404.
+  it("refuses a DeviceCheck URL that holds the path Sluice appends, naming the host to give", () => {
+    for (const [name, host] of [
+      ["SLUICE_DEVICECHECK_PRODUCTION_URL", "https://api.devicecheck.apple.com"],
+      ["SLUICE_DEVICECHECK_DEVELOPMENT_URL", "https://api.development.devicecheck.apple.com"],
+    ] as const) {
+      for (const wrong of [
+        `${host}/v1/validate_device_token`,
+        `${host}/v1/validate_device_token/`,
+        `${host}/v1`,
+        `${host}/v1/`,
+      ]) {
+        expect(problemsOf({ [name]: wrong }), wrong).toContain(
+          `${name}: must not end with /v1 or /v1/validate_device_token, which Sluice appends to it: give the host alone (such as ${host})`,
+        );
+      }
+      // A path before it (a proxy's prefix) is kept.
+      expect(loadConfig({ [name]: "http://127.0.0.1:8080/apple" })).toMatchObject({
+        [name === "SLUICE_DEVICECHECK_PRODUCTION_URL"
+          ? "deviceCheckProductionUrl"
+          : "deviceCheckDevelopmentUrl"]: "http://127.0.0.1:8080/apple",
+      });
+    }
+  });
+
+  // getaddrinfo refused them at listen, as "ENOTFOUND 127.0.0.1 ", which reads as if the address
+  // itself could not be found.
+  it("refuses a HOST or SLUICE_METRICS_HOST with a space, tab or line break, naming the rule", () => {
+    for (const name of ["HOST", "SLUICE_METRICS_HOST"]) {
+      for (const wrong of ["127.0.0.1 ", " 0.0.0.0", "localhost\n", "::1\t", "127.0.0.1, ::1"]) {
+        expect(
+          problemsOf({ SLUICE_METRICS_PORT: "9100", [name]: wrong }),
+          `${name}=${JSON.stringify(wrong)}`,
+        ).toContain(
+          `${name}: must be one host name or IP address, without a space, tab or line break, such as 127.0.0.1 or 0.0.0.0`,
+        );
+      }
+      expect(loadConfig({ SLUICE_METRICS_PORT: "9100", [name]: "::" })).toMatchObject({
+        [name === "HOST" ? "host" : "metricsHost"]: "::",
+      });
+    }
+  });
+
+  // SigV4 signs for the region: AWS refuses a request signed for another one than its endpoint's
+  // (AuthorizationHeaderMalformed), so with the default us-east-1 beside an eu-west-3 endpoint
+  // every /v1/image call was answered 503.
+  it("refuses an AWS S3 endpoint of one region with SLUICE_VAULT_S3_REGION, or its default, another", () => {
+    const s3 = {
+      SLUICE_VAULT_S3_BUCKET: "vault",
+      SLUICE_VAULT_S3_ACCESS_KEY_ID: "AKIAIOSFODNN7EXAMPLE",
+      SLUICE_VAULT_S3_SECRET_ACCESS_KEY: "secret",
+    };
+    expect(problemsOf({ ...s3, SLUICE_VAULT_S3_ENDPOINT: "https://s3.eu-west-3.amazonaws.com" })).toContain(
+      "SLUICE_VAULT_S3_REGION: is us-east-1 (its default), but SLUICE_VAULT_S3_ENDPOINT is AWS's endpoint in eu-west-3, which refuses every request signed for another region: set SLUICE_VAULT_S3_REGION=eu-west-3",
+    );
+    for (const endpoint of [
+      "https://s3-eu-west-3.amazonaws.com",
+      "https://s3.dualstack.eu-west-3.amazonaws.com",
+      "https://vault.s3.eu-west-3.amazonaws.com",
+      "https://S3.EU-WEST-3.amazonaws.com/",
+    ]) {
+      expect(
+        problemsOf({ ...s3, SLUICE_VAULT_S3_ENDPOINT: endpoint, SLUICE_VAULT_S3_REGION: "eu-west-1" }),
+        endpoint,
+      ).toContain(
+        "SLUICE_VAULT_S3_REGION: is eu-west-1, but SLUICE_VAULT_S3_ENDPOINT is AWS's endpoint in eu-west-3, which refuses every request signed for another region: set SLUICE_VAULT_S3_REGION=eu-west-3",
+      );
+    }
+    for (const [endpoint, region] of [
+      ["https://s3.eu-west-3.amazonaws.com", "eu-west-3"],
+      ["https://s3.us-east-1.amazonaws.com", ""],
+      ["https://s3.amazonaws.com", ""],
+      ["https://s3.cn-north-1.amazonaws.com.cn", "cn-north-1"],
+      ["https://minio.internal:9000", "eu-west-3"],
+      ["https://account.r2.cloudflarestorage.com", "auto"],
+    ] as const) {
+      expect(
+        problemsOf({ ...s3, SLUICE_VAULT_S3_ENDPOINT: endpoint, SLUICE_VAULT_S3_REGION: region }),
+        endpoint,
+      ).toBe("");
+    }
+  });
+
+  // A path with a space at an end (an env file's trailing blank) is another directory: the start
+  // created it and served an empty database there, generating a new master key outside production.
+  it("refuses a SLUICE_DATA_DIR with a space or line break at either end, which would start on a new, empty data dir", () => {
+    for (const wrong of ["./data ", " ./data", "/var/lib/sluice\n", "/var/lib/sluice\t", " "]) {
+      expect(problemsOf({ SLUICE_DATA_DIR: wrong }), JSON.stringify(wrong)).toContain(
+        "SLUICE_DATA_DIR: must have no space, tab or line break at either end, which would make it another directory",
+      );
+    }
+    expect(loadConfig({ SLUICE_DATA_DIR: "/srv/my data" }).dataDir).toBe("/srv/my data");
+  });
+
+  // Nothing checks them at start: a secret read from a file with its newline, or a bucket name
+  // copied with a space, passed and then failed every /v1/image call (S3 refuses the signature,
+  // or knows no such bucket), answered 503.
+  it("refuses an S3 secret key or bucket with a space or line break that S3 would refuse every call for, never naming the key", () => {
+    const secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    const s3 = {
+      SLUICE_VAULT_S3_ENDPOINT: "https://s3.eu-west-3.amazonaws.com",
+      SLUICE_VAULT_S3_REGION: "eu-west-3",
+      SLUICE_VAULT_S3_BUCKET: "vault",
+      SLUICE_VAULT_S3_ACCESS_KEY_ID: "AKIAIOSFODNN7EXAMPLE",
+      SLUICE_VAULT_S3_SECRET_ACCESS_KEY: secret,
+    };
+    for (const wrong of [
+      `${secret}\n`,
+      `${secret}\r\n`,
+      ` ${secret}`,
+      `${secret} `,
+      "wJalr\nXUtn",
+      "wJalr\u0000XUtn",
+    ]) {
+      const problems = problemsOf({ ...s3, SLUICE_VAULT_S3_SECRET_ACCESS_KEY: wrong });
+      expect(problems, JSON.stringify(wrong)).toContain(
+        "SLUICE_VAULT_S3_SECRET_ACCESS_KEY: must have no space at either end and no line break or control character (a file's trailing newline?): S3 would refuse every call signed with it",
+      );
+      expect(problems).not.toContain("wJalr");
+    }
+    for (const wrong of ["vault\n", " vault", "vault ", "my vault", "vault/images"]) {
+      expect(problemsOf({ ...s3, SLUICE_VAULT_S3_BUCKET: wrong }), JSON.stringify(wrong)).toContain(
+        "SLUICE_VAULT_S3_BUCKET: must be a bucket name, without a `/`, space or control character",
+      );
+    }
+    // A space inside a secret (an S3-compatible store may take one) is kept as given.
+    const config = loadConfig({
+      ...s3,
+      SLUICE_VAULT_S3_SECRET_ACCESS_KEY: "min io secret",
+      SLUICE_VAULT_S3_BUCKET: "my.vault-1",
+    });
+    expect([config.vaultS3SecretAccessKey, config.vaultS3Bucket]).toEqual(["min io secret", "my.vault-1"]);
+  });
+
   // DESIGN.md's configuration table and its provider base URLs (which include the API version): a
   // default that drifts from them sends production traffic to the wrong host or path.
   it("defaults every setting DESIGN.md names to its value there", () => {

@@ -63,6 +63,17 @@ const text =
     return value;
   };
 const nonEmpty = text(atLeast(1));
+/**
+ * An address to listen on: no host name or IP address holds a space, which getaddrinfo refused at
+ * listen as `ENOTFOUND 127.0.0.1 `, as if the address itself could not be found.
+ */
+const listenHost = text(
+  atLeast(1),
+  matching(
+    /^[^\s\p{Cc}]+$/u,
+    "must be one host name or IP address, without a space, tab or line break, such as 127.0.0.1 or 0.0.0.0",
+  ),
+);
 
 const oneOf =
   <const V extends string>(...words: V[]): Parser<V> =>
@@ -205,10 +216,24 @@ const baseUrl = bareBaseUrl(
 /**
  * A provider's base URL: its calls go to the URL's origin and path (provider-adapter.ts), so a query,
  * fragment or user info in it would be dropped without a word (an Azure-style `?api-version=`, a
- * password).
+ * password). Nor may it end with one of the provider's `endpoints`, which the calls append: the
+ * providers' documentation gives them whole (`https://api.anthropic.com/v1/messages`), and taken as
+ * the base every call went to `…/v1/messages/messages`, a 404.
  */
-const upstreamBaseUrl = (example: string) =>
-  bareBaseUrl("a provider's calls go to its origin and path only, and the rest would be dropped", example);
+const upstreamBaseUrl = (example: string, endpoints: RegExp): Parser<string> => {
+  const base = bareBaseUrl(
+    "a provider's calls go to its origin and path only, and the rest would be dropped",
+    example,
+  );
+  return (value, problems) => {
+    const given = base(value, problems);
+    if (URL.canParse(given) && endpoints.test(new URL(given).pathname.replace(/\/+$/, "")))
+      problems.push(
+        `must not end with an endpoint's path, which Sluice appends to it: give the base URL, such as ${example}`,
+      );
+    return given;
+  };
+};
 /**
  * Apple's DeviceCheck hosts and the S3 endpoint: Apple's path would go after a query (`?x=1/v1/…`,
  * every call asking for `/`); fetch refuses a URL that holds credentials, with an error that quotes
@@ -217,6 +242,23 @@ const upstreamBaseUrl = (example: string) =>
  */
 const serviceUrl = (example: string) =>
   bareBaseUrl("calls append their path to it, and credentials go in the settings made for them", example);
+/**
+ * Apple's DeviceCheck host: Apple's documentation gives the endpoint whole
+ * (`https://api.devicecheck.apple.com/v1/validate_device_token`), and taken as the host it sent
+ * every validation to `…/v1/validate_device_token/v1/validate_device_token`, a 404 (503 to every
+ * device-token call). A path before it (a proxy's prefix) is kept.
+ */
+const deviceCheckUrl = (example: string): Parser<string> => {
+  const base = serviceUrl(example);
+  return (value, problems) => {
+    const given = base(value, problems);
+    if (URL.canParse(given) && /\/v1(?:\/validate_device_token)?\/*$/.test(new URL(given).pathname))
+      problems.push(
+        `must not end with /v1 or /v1/validate_device_token, which Sluice appends to it: give the host alone (such as ${example})`,
+      );
+    return given;
+  };
+};
 /** Whether every one of `parts` decodes as percent-encoding (`decodeURIComponent` does not throw). */
 function isPercentEncoded(...parts: string[]): boolean {
   try {
@@ -278,7 +320,7 @@ export const vaultUrlTtlMaxSeconds = 315_360_000;
 
 export const settings = {
   port: setting("PORT", integer(0, 65535), "8787", "TCP port the gateway listens on"),
-  host: setting("HOST", nonEmpty, "127.0.0.1", "address the gateway binds to"),
+  host: setting("HOST", listenHost, "127.0.0.1", "address the gateway binds to"),
   environment: setting(
     "SLUICE_ENV",
     oneOf("development", "production", "test"),
@@ -287,9 +329,17 @@ export const settings = {
   ),
   dataDir: setting(
     "SLUICE_DATA_DIR",
-    nonEmpty,
+    // A space at an end (an env file's trailing blank) names another directory, which the start
+    // created and served an empty database from, generating a new master key outside production.
+    text(
+      atLeast(1),
+      matching(
+        /^(?!\s)[\s\S]*(?<!\s)$/,
+        "must have no space, tab or line break at either end, which would make it another directory",
+      ),
+    ),
     "./data",
-    "embedded database, generated master key, local vault",
+    "embedded database, generated master key, local vault; no space at either end",
   ),
   databaseUrl: setting(
     "DATABASE_URL",
@@ -396,21 +446,24 @@ export const settings = {
   ),
   providerABaseUrl: setting(
     "SLUICE_PROVIDER_A_BASE_URL",
-    upstreamBaseUrl("https://api.openai.com/v1"),
+    upstreamBaseUrl(
+      "https://api.openai.com/v1",
+      /\/(?:chat\/completions|completions|responses|embeddings|images\/(?:generations|edits))$/,
+    ),
     "https://api.openai.com/v1",
-    "provider A upstream base URL",
+    "provider A upstream base URL, without an endpoint's path (`/chat/completions`), which Sluice appends",
   ),
   providerBBaseUrl: setting(
     "SLUICE_PROVIDER_B_BASE_URL",
-    upstreamBaseUrl("https://api.anthropic.com/v1"),
+    upstreamBaseUrl("https://api.anthropic.com/v1", /\/messages$/),
     "https://api.anthropic.com/v1",
-    "provider B upstream base URL",
+    "provider B upstream base URL, without an endpoint's path (`/messages`), which Sluice appends",
   ),
   providerCBaseUrl: setting(
     "SLUICE_PROVIDER_C_BASE_URL",
-    upstreamBaseUrl("https://generativelanguage.googleapis.com/v1beta"),
+    upstreamBaseUrl("https://generativelanguage.googleapis.com/v1beta", /\/models(?:\/[^/]*)?$/),
     "https://generativelanguage.googleapis.com/v1beta",
-    "provider C upstream base URL (its `/v1` and `/v1alpha` siblings serve `v1/...` and `v1alpha/...` paths)",
+    "provider C upstream base URL, without an endpoint's path (`/models/…`), which Sluice appends (its `/v1` and `/v1alpha` siblings serve `v1/...` and `v1alpha/...` paths)",
   ),
   providerAImageModel: setting(
     "SLUICE_PROVIDER_A_IMAGE_MODEL",
@@ -450,15 +503,15 @@ export const settings = {
   ),
   deviceCheckProductionUrl: setting(
     "SLUICE_DEVICECHECK_PRODUCTION_URL",
-    serviceUrl("https://api.devicecheck.apple.com"),
+    deviceCheckUrl("https://api.devicecheck.apple.com"),
     "https://api.devicecheck.apple.com",
-    "Apple DeviceCheck production host, without user info, query or fragment",
+    "Apple DeviceCheck production host, without user info, query or fragment, nor the `/v1/validate_device_token` Sluice appends",
   ),
   deviceCheckDevelopmentUrl: setting(
     "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
-    serviceUrl("https://api.development.devicecheck.apple.com"),
+    deviceCheckUrl("https://api.development.devicecheck.apple.com"),
     "https://api.development.devicecheck.apple.com",
-    "Apple DeviceCheck development host, without user info, query or fragment",
+    "Apple DeviceCheck development host, without user info, query or fragment, nor the `/v1/validate_device_token` Sluice appends",
   ),
   deviceCheckTimeoutMs: setting(
     "SLUICE_DEVICECHECK_TIMEOUT_MS",
@@ -628,14 +681,37 @@ export const settings = {
     undefined,
     "S3-compatible endpoint, without user info, query or fragment (set: vault in S3)",
   ),
-  vaultS3Bucket: setting("SLUICE_VAULT_S3_BUCKET", nonEmpty, undefined, "S3 bucket of the vault"),
-  vaultS3Region: setting("SLUICE_VAULT_S3_REGION", headerValue, "us-east-1", "S3 region"),
+  vaultS3Bucket: setting(
+    "SLUICE_VAULT_S3_BUCKET",
+    // It becomes a segment of every object's path (or its host): a `/` or a space (a copied name's
+    // newline) is in no bucket's name, and every /v1/image call would have failed on it with a 503.
+    text(
+      atLeast(1),
+      matching(/^[^\s/\p{Cc}]+$/u, "must be a bucket name, without a `/`, space or control character"),
+    ),
+    undefined,
+    "S3 bucket of the vault, without a `/`, space or control character",
+  ),
+  vaultS3Region: setting(
+    "SLUICE_VAULT_S3_REGION",
+    headerValue,
+    "us-east-1",
+    "S3 region, the one an AWS endpoint's host names (`s3.eu-west-3.amazonaws.com`: `eu-west-3`)",
+  ),
   vaultS3AccessKeyId: setting("SLUICE_VAULT_S3_ACCESS_KEY_ID", headerValue, undefined, "S3 access key id"),
   vaultS3SecretAccessKey: setting(
     "SLUICE_VAULT_S3_SECRET_ACCESS_KEY",
-    nonEmpty,
+    // Nothing checks it at start: one read from a file with its newline (a Kubernetes secret, say)
+    // signed every /v1/image call with the newline, which S3 refused (503). Never shown.
+    text(
+      atLeast(1),
+      matching(
+        /^(?!\s)[^\p{Cc}]*(?<!\s)$/u,
+        "must have no space at either end and no line break or control character (a file's trailing newline?): S3 would refuse every call signed with it",
+      ),
+    ),
     undefined,
-    "S3 secret access key",
+    "S3 secret access key, without a space at either end or a line break",
   ),
   logLevel: setting(
     "LOG_LEVEL",
@@ -666,7 +742,7 @@ export const settings = {
   ),
   metricsHost: setting(
     "SLUICE_METRICS_HOST",
-    nonEmpty,
+    listenHost,
     "127.0.0.1",
     "address the SLUICE_METRICS_PORT listener binds to: loopback whatever HOST is, so metrics reach no other machine unless this says so (`0.0.0.0` for a scraper in another container or host)",
   ),
@@ -697,6 +773,14 @@ export type Config = { [K in keyof Settings]: Settings[K] extends Setting<infer 
 export function allowsTestMode(config: Pick<Config, "environment">): boolean {
   return config.environment !== "production";
 }
+
+/**
+ * The region an AWS S3 endpoint's host names (`s3.eu-west-3.amazonaws.com`, `s3-eu-west-3…`,
+ * `s3.dualstack.eu-west-3…`, `bucket.s3.eu-west-3…`, `….amazonaws.com.cn`); the global
+ * `s3.amazonaws.com` names none.
+ */
+const awsS3EndpointRegion =
+  /(?:^|\.)s3(?:-fips)?(?:[.-]dualstack)?[.-]([a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?$/;
 
 /** The longest an S3 presigned URL may live (X-Amz-Expires), 7 days, as its signing key does. */
 export const s3PresignMaxSeconds = 604_800;
@@ -912,6 +996,18 @@ export function loadConfig(
   if (!config.vaultS3Endpoint && !env.SLUICE_VAULT_S3_ENDPOINT && s3WithoutEndpoint.length > 0) {
     problems.push(
       `${s3WithoutEndpoint.join(", ")}: set without SLUICE_VAULT_S3_ENDPOINT, which turns the S3 vault on (unset, generated images are stored in the local vault under SLUICE_DATA_DIR)`,
+    );
+  }
+  // SigV4 signs for the region, and AWS refuses a request signed for another than its endpoint's
+  // (AuthorizationHeaderMalformed): with the default us-east-1 beside an eu-west-3 endpoint, every
+  // /v1/image call was answered 503. Other stores' hosts name no region, and are not checked.
+  const awsRegion =
+    config.vaultS3Endpoint && URL.canParse(config.vaultS3Endpoint)
+      ? awsS3EndpointRegion.exec(new URL(config.vaultS3Endpoint).hostname)?.[1]
+      : undefined;
+  if (awsRegion !== undefined && config.vaultS3Region !== awsRegion) {
+    problems.push(
+      `SLUICE_VAULT_S3_REGION: is ${config.vaultS3Region}${env.SLUICE_VAULT_S3_REGION ? "" : " (its default)"}, but SLUICE_VAULT_S3_ENDPOINT is AWS's endpoint in ${awsRegion}, which refuses every request signed for another region: set SLUICE_VAULT_S3_REGION=${awsRegion}`,
     );
   }
   if (config.vaultS3Endpoint && config.vaultUrlTtlSeconds > s3PresignMaxSeconds) {
