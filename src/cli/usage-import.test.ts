@@ -318,14 +318,17 @@ describe("sluice usage import", () => {
     const short = JSON.parse(lines[second] ?? "") as { columns: string[]; rows: unknown[][] };
     short.rows[0] = short.rows[0]?.slice(1) ?? [];
     (short.rows[1] as unknown[])[short.columns.indexOf("status")] = "200";
-    lines[second] = JSON.stringify(short);
+    // One with a negative cost, one with a latency JSON reads as Infinity: no row the gateway writes.
+    (short.rows[2] as unknown[])[short.columns.indexOf("cost_usd")] = -0.5;
+    (short.rows[3] as unknown[])[short.columns.indexOf("latency_ms")] = 123456789.5;
+    lines[second] = JSON.stringify(short).replace("123456789.5", "1e400");
     const file = join(dataDir, "shape.log");
     writeFileSync(file, lines.join("\n"));
     const result = await cli("usage", "import", file);
     expect(result.code).toBe(1);
     const summary = result.json() as { refused: { line: number; requestId?: string; reason: string }[] };
-    expect(summary).toMatchObject({ read: 33, inserted: 6, alreadyPresent: 0 });
-    expect(summary.refused).toHaveLength(27);
+    expect(summary).toMatchObject({ read: 33, inserted: 4, alreadyPresent: 0 });
+    expect(summary.refused).toHaveLength(29);
     expect(summary.refused[0]).toEqual({
       line: first + 1,
       requestId: "shape_full_0",
@@ -335,6 +338,16 @@ describe("sluice usage import", () => {
     expect(summary.refused.slice(25)).toEqual([
       { line: second + 1, reason: "21 values for 22 columns" },
       { line: second + 1, requestId: "shape_full_26", reason: "status: a number expected, a string given" },
+      {
+        line: second + 1,
+        requestId: "shape_full_27",
+        reason: "cost_usd: a finite number of 0 or more expected, -0.5 given",
+      },
+      {
+        line: second + 1,
+        requestId: "shape_full_28",
+        reason: "latency_ms: a finite number of 0 or more expected, Infinity given",
+      },
     ]);
     expect(third).toBeGreaterThan(second);
   });

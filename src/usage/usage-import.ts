@@ -144,8 +144,17 @@ export async function importDroppedRows(
       else {
         const row = Object.fromEntries(names.map((name, index) => [name, values[index]]));
         const wrong = names.find((name) => row[name] !== null && typeof row[name] !== columnTypes[name]);
+        // Every number the gateway writes (a status, a count, a cost, a time) is finite and not
+        // negative: a cost below 0 would take spend off the project's month and its reports, and
+        // JSON reads 1e400 as Infinity.
+        const outOfRange = names.find(
+          (name) =>
+            typeof row[name] === "number" && !(Number.isFinite(row[name]) && (row[name] as number) >= 0),
+        );
         if (wrong !== undefined)
           refuse(`${wrong}: a ${columnTypes[wrong]} expected, a ${kindOf(row[wrong])} given`);
+        else if (outOfRange !== undefined)
+          refuse(`${outOfRange}: a finite number of 0 or more expected, ${String(row[outOfRange])} given`);
         else batch.push({ line: number, row: row as Partial<UsageRecord> });
       }
     }
